@@ -1,0 +1,77 @@
+//! Errors returned when a configuration is refused.
+
+use std::fmt;
+
+/// A configuration value outside its allowed range.
+///
+/// Every builder in the crate validates its input and returns this error
+/// instead of panicking. The message names the field, the allowed range and
+/// the value that was given.
+///
+/// ```
+/// use keyed_backoff::{Backoff, ConfigError};
+/// use std::time::Duration;
+///
+/// let err = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+///     .jitter(f64::NAN)
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.field(), "jitter");
+/// assert!(err.to_string().contains("finite number >= 0"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    field: &'static str,
+    allowed: String,
+    got: String,
+}
+
+impl ConfigError {
+    /// A new error for `field`, whose allowed range is `allowed`, given `got`.
+    ///
+    /// ```
+    /// use keyed_backoff::ConfigError;
+    /// let e = ConfigError::new("factor", "a finite number >= 1", "0.5");
+    /// assert_eq!(e.to_string(), "invalid factor: must be a finite number >= 1, got 0.5");
+    /// ```
+    pub fn new(field: &'static str, allowed: impl Into<String>, got: impl fmt::Display) -> Self {
+        ConfigError { field, allowed: allowed.into(), got: got.to_string() }
+    }
+
+    /// The name of the offending field, as the builder method spells it.
+    ///
+    /// ```
+    /// use keyed_backoff::ConfigError;
+    /// assert_eq!(ConfigError::new("max", "<= 1s", "2s").field(), "max");
+    /// ```
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The allowed range, in words.
+    ///
+    /// ```
+    /// use keyed_backoff::ConfigError;
+    /// assert_eq!(ConfigError::new("max", "<= 1s", "2s").allowed(), "<= 1s");
+    /// ```
+    pub fn allowed(&self) -> &str {
+        &self.allowed
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: must be {}, got {}", self.field, self.allowed, self.got)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Checks that `value` is a finite number at least `min`, naming `field` otherwise.
+pub(crate) fn finite_at_least(field: &'static str, value: f64, min: f64) -> Result<f64, ConfigError> {
+    if value.is_finite() && value >= min {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, format!("a finite number >= {min}"), value))
+    }
+}

@@ -1,0 +1,310 @@
+//! `BackoffBuilder`: every setting of a [`Backoff`], validated in one place.
+
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+
+use super::entry::MAX_BACKOFF;
+use super::expiry::Expiry;
+use super::rule::ClientGoRule;
+use super::{Backoff, DefaultHashBuilder};
+use crate::clock::{Clock, DefaultClock, saturating_nanos};
+use crate::error::{ConfigError, finite_at_least};
+
+/// Builds a [`Backoff`]; made by [`Backoff::builder`].
+///
+/// Defaults: no jitter (`0.0`), the [`DefaultClock`], client-go's expiry
+/// (`event − last_update > 2·max`), a random jitter seed, the
+/// [`DefaultHashBuilder`] and dashmap's default shard count.
+/// [`build`](Self::build) checks every value and returns a [`ConfigError`]
+/// naming the first one out of range.
+///
+/// ```
+/// use keyed_backoff::Backoff;
+/// use keyed_backoff::clock::MockClock;
+/// use std::time::Duration;
+///
+/// // The kubelet's CrashLoopBackOff: 10 s doubling to 300 s, forgotten
+/// // after 600 s without a restart.
+/// let crashloop = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+///     .clock(MockClock::new())
+///     .expire_after(Duration::from_secs(600))
+///     .build()?;
+/// # let _ = crashloop;
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
+    initial: Duration,
+    max: Duration,
+    jitter: f64,
+    seed: Option<u64>,
+    clock: C,
+    hasher: S,
+    shards: Option<usize>,
+    capacity: usize,
+    expiry: Expiry<C::Instant>,
+    /// Set when `.clock(..)` had to drop a custom expiry written for the
+    /// previous clock's instant type; `build` then refuses.
+    expiry_lost: bool,
+    keys: PhantomData<fn() -> K>,
+}
+
+impl<K> BackoffBuilder<K> {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
+        BackoffBuilder {
+            initial,
+            max,
+            jitter: 0.0,
+            seed: None,
+            clock: DefaultClock::default(),
+            hasher: DefaultHashBuilder::default(),
+            shards: None,
+            capacity: 0,
+            expiry: Expiry::TwiceMax,
+            expiry_lost: false,
+            keys: PhantomData,
+        }
+    }
+}
+
+impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
+    /// Jitter factor, client-go's `maxJitterFactor`: each step adds
+    /// `U[0,1) · jitter · previous backoff` before the cap. Default `0.0`.
+    /// Must be a finite number `>= 0`.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.2).build();
+    /// assert!(b.is_ok());
+    /// let bad = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).jitter(-0.1).build();
+    /// assert_eq!(bad.unwrap_err().field(), "jitter");
+    /// ```
+    pub fn jitter(mut self, factor: f64) -> Self {
+        self.jitter = factor;
+        self
+    }
+
+    /// Seed for the jitter draws, for reproducible runs. Default: random per
+    /// manager.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let make = || Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .jitter(0.5).seed(42).clock(MockClock::new()).build().unwrap();
+    /// let (a, b) = (make(), make());
+    /// let t = a.clock().now();
+    /// assert_eq!(a.next("k", t), b.next("k", t));
+    /// assert_eq!(a.next("k", t), b.next("k", t));
+    /// ```
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The clock to read; changes the builder's clock type. Default
+    /// [`DefaultClock`].
+    ///
+    /// Call it before [`expiry`](Self::expiry): a custom expiry is written
+    /// for one clock's instant type, so setting a clock afterwards makes
+    /// [`build`](Self::build) fail with a `ConfigError` for `expiry`.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::QuantaClock;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .clock(QuantaClock)
+    ///     .build()?;
+    /// b.next("k", quanta::Instant::now());
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S> {
+        let (expiry, lost) = match self.expiry {
+            Expiry::TwiceMax => (Expiry::TwiceMax, false),
+            Expiry::After(window) => (Expiry::After(window), false),
+            Expiry::Custom(_) => (Expiry::TwiceMax, true),
+        };
+        BackoffBuilder {
+            initial: self.initial,
+            max: self.max,
+            jitter: self.jitter,
+            seed: self.seed,
+            clock,
+            hasher: self.hasher,
+            shards: self.shards,
+            capacity: self.capacity,
+            expiry,
+            expiry_lost: self.expiry_lost || lost,
+            keys: PhantomData,
+        }
+    }
+
+    /// A custom expiry, client-go's `HasExpiredFunc`: called with
+    /// `(event_time, last_update, max)`, returns whether the entry is stale.
+    /// The same function decides in `next`, both checks and `gc` (where the
+    /// event time is the clock's now). Default: `event − last_update > 2·max`.
+    ///
+    /// A panic in the function reaches the caller; the manager stays usable.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{ClockInstant, MockClock, MockInstant};
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(50))
+    ///     .clock(MockClock::new())
+    ///     .expiry(|event: MockInstant, last: MockInstant, _max| {
+    ///         event.saturating_duration_since(last) > Duration::from_secs(200)
+    ///     })
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn expiry<F>(mut self, has_expired: F) -> Self
+    where
+        F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
+    {
+        self.expiry = Expiry::Custom(Arc::new(has_expired));
+        self
+    }
+
+    /// Expiry after a fixed window: stale when `event − last_update >
+    /// window`, whatever `max` is. The kubelet's CrashLoopBackOff uses 600 s.
+    /// Cheaper than an equivalent [`expiry`](Self::expiry) closure.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .expire_after(Duration::from_secs(600))
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn expire_after(mut self, window: Duration) -> Self {
+        self.expiry = Expiry::After(saturating_nanos(window));
+        self
+    }
+
+    /// The hasher for keys; changes the builder's hasher type. Default
+    /// [`DefaultHashBuilder`] (seeded randomly per manager).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::collections::hash_map::RandomState;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .hasher(RandomState::new())
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2> {
+        BackoffBuilder {
+            initial: self.initial,
+            max: self.max,
+            jitter: self.jitter,
+            seed: self.seed,
+            clock: self.clock,
+            hasher,
+            shards: self.shards,
+            capacity: self.capacity,
+            expiry: self.expiry,
+            expiry_lost: self.expiry_lost,
+            keys: PhantomData,
+        }
+    }
+
+    /// Number of lock shards: a power of two from 2 to 65536. More shards
+    /// mean less contention and shorter per-shard pauses during `gc`.
+    /// Default: dashmap's (four per CPU, rounded up to a power of two).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let ok = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).shards(256).build();
+    /// assert!(ok.is_ok());
+    /// let bad = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).shards(100).build();
+    /// assert_eq!(bad.unwrap_err().field(), "shards");
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Entries to make room for up front. Default 0.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).capacity(10_000).build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn capacity(mut self, entries: usize) -> Self {
+        self.capacity = entries;
+        self
+    }
+
+    /// Validates the settings and builds the manager.
+    ///
+    /// Errors: `initial` or `max` above [`MAX_BACKOFF`] (about 52 days);
+    /// `jitter` NaN, infinite or negative; `shards` not a power of two in
+    /// 2..=65536; `expiry` set before `clock`.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let err = Backoff::<String>::builder(Duration::from_secs(1), Duration::MAX).build().unwrap_err();
+    /// assert_eq!(err.field(), "max");
+    /// ```
+    pub fn build(self) -> Result<Backoff<K, C, S>, ConfigError>
+    where
+        K: Hash + Eq + Clone,
+        S: BuildHasher + Clone,
+    {
+        let initial = within_max_backoff("initial", self.initial)?;
+        let max = within_max_backoff("max", self.max)?;
+        let jitter = finite_at_least("jitter", self.jitter, 0.0)?;
+        if self.expiry_lost {
+            return Err(ConfigError::new(
+                "expiry",
+                "set after .clock(..) (a custom expiry is typed by the clock's instant)",
+                "an expiry set before .clock(..)",
+            ));
+        }
+        let map = match self.shards {
+            None => DashMap::with_capacity_and_hasher(self.capacity, self.hasher),
+            Some(n) if n.is_power_of_two() && (2..=65_536).contains(&n) => {
+                DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, n)
+            }
+            Some(n) => return Err(ConfigError::new("shards", "a power of two from 2 to 65536", n)),
+        };
+        let seed = self.seed.unwrap_or_else(rand::random);
+        let epoch = self.clock.now();
+        Ok(Backoff {
+            map,
+            rule: ClientGoRule::new(saturating_nanos(initial), saturating_nanos(max), jitter, seed),
+            clock: self.clock,
+            epoch,
+            initial,
+            max,
+            jitter,
+            expiry: self.expiry,
+        })
+    }
+}
+
+fn within_max_backoff(field: &'static str, d: Duration) -> Result<Duration, ConfigError> {
+    if d <= MAX_BACKOFF {
+        Ok(d)
+    } else {
+        Err(ConfigError::new(field, format!("at most {MAX_BACKOFF:?} (2^52 - 1 ns, about 52 days)"), format!("{d:?}")))
+    }
+}
