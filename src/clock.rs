@@ -384,7 +384,9 @@ impl MockClock {
         // fetch_update never fails here: the closure always returns Some.
         let _ = self
             .nanos
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_add_unsigned(step)));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_add_unsigned(step))
+            });
     }
 
     /// Sets the time, forwards or backwards: for testing what happens when a
@@ -443,7 +445,10 @@ mod tests {
     fn mock_offsets_round_trip_and_saturate() {
         let o = MockInstant::from_nanos(10);
         assert_eq!(o.offset_by_nanos(-30).nanos_since(o), -30);
-        assert_eq!(MockInstant::from_nanos(i64::MIN).nanos_since(MockInstant::from_nanos(1)), i64::MIN);
+        assert_eq!(
+            MockInstant::from_nanos(i64::MIN).nanos_since(MockInstant::from_nanos(1)),
+            i64::MIN
+        );
         let c = MockClock::new();
         c.advance(Duration::MAX);
         c.advance(Duration::from_secs(1));
@@ -453,8 +458,14 @@ mod tests {
     #[test]
     fn saturating_nanos_covers_edges() {
         assert_eq!(saturating_nanos(Duration::ZERO), 0);
-        assert_eq!(saturating_nanos(Duration::new(18_446_744_073, 709_551_615)), u64::MAX);
-        assert_eq!(saturating_nanos(Duration::new(18_446_744_073, 709_551_616 - 1)), u64::MAX);
+        assert_eq!(
+            saturating_nanos(Duration::new(18_446_744_073, 709_551_615)),
+            u64::MAX
+        );
+        assert_eq!(
+            saturating_nanos(Duration::new(18_446_744_073, 709_551_616 - 1)),
+            u64::MAX
+        );
         assert_eq!(saturating_nanos(Duration::new(18_446_744_074, 0)), u64::MAX);
     }
 }

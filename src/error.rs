@@ -35,7 +35,11 @@ impl ConfigError {
     /// assert_eq!(e.to_string(), "invalid factor: must be a finite number >= 1, got 0.5");
     /// ```
     pub fn new(field: &'static str, allowed: impl Into<String>, got: impl fmt::Display) -> Self {
-        ConfigError { field, allowed: allowed.into(), got: got.to_string() }
+        ConfigError {
+            field,
+            allowed: allowed.into(),
+            got: got.to_string(),
+        }
     }
 
     /// The name of the offending field, as the builder method spells it.
@@ -61,17 +65,29 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {}: must be {}, got {}", self.field, self.allowed, self.got)
+        write!(
+            f,
+            "invalid {}: must be {}, got {}",
+            self.field, self.allowed, self.got
+        )
     }
 }
 
 impl std::error::Error for ConfigError {}
 
 /// Checks that `value` is a finite number at least `min`, naming `field` otherwise.
-pub(crate) fn finite_at_least(field: &'static str, value: f64, min: f64) -> Result<f64, ConfigError> {
+pub(crate) fn finite_at_least(
+    field: &'static str,
+    value: f64,
+    min: f64,
+) -> Result<f64, ConfigError> {
     if value.is_finite() && value >= min {
         Ok(value)
     } else {
-        Err(ConfigError::new(field, format!("a finite number >= {min}"), value))
+        Err(ConfigError::new(
+            field,
+            format!("a finite number >= {min}"),
+            value,
+        ))
     }
 }

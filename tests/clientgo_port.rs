@@ -10,7 +10,10 @@ use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
 const SEC: Duration = Duration::from_secs(1);
 
 fn manager(initial: Duration, max: Duration, clock: &MockClock) -> Backoff<String, MockClock> {
-    Backoff::<String>::builder(initial, max).clock(clock.clone()).build().expect("valid config")
+    Backoff::<String>::builder(initial, max)
+        .clock(clock.clone())
+        .build()
+        .expect("valid config")
 }
 
 /// `initial·2^i` capped at `max`, the curve without jitter.
@@ -30,7 +33,11 @@ fn test_slow_backoff() {
         for i in 0..10 {
             b.next("_idSlow", clock.now());
             clock.advance(step);
-            assert_eq!(b.get("_idSlow"), doubling(initial, max, i), "step {step:?}, call {i}");
+            assert_eq!(
+                b.get("_idSlow"),
+                doubling(initial, max, i),
+                "step {step:?}, call {i}"
+            );
         }
         b.reset("_idSlow");
         assert_eq!(b.get("_idSlow"), Duration::ZERO);
@@ -96,7 +103,8 @@ fn test_is_in_back_off_since_update() {
     let clock = MockClock::new();
     let b = manager(SEC, 10 * SEC, &clock);
     let id = "_idIsInBackOffSinceUpdate";
-    let mut expected: Vec<(u64, bool, u64)> = vec![(0, false, 1), (1, false, 2), (2, true, 2), (3, false, 4)];
+    let mut expected: Vec<(u64, bool, u64)> =
+        vec![(0, false, 1), (1, false, 2), (2, true, 2), (3, false, 4)];
     expected.extend((4..=6).map(|t| (t, true, 4)));
     expected.push((7, false, 8));
     expected.extend((8..=14).map(|t| (t, true, 8)));
@@ -113,7 +121,11 @@ fn test_is_in_back_off_since_update() {
     for (t, in_backoff, backoff_after) in expected {
         clock.set(start + Duration::from_secs(t));
         let now = clock.now();
-        assert_eq!(b.is_in_backoff_since_update(id, now), in_backoff, "at {t} s");
+        assert_eq!(
+            b.is_in_backoff_since_update(id, now),
+            in_backoff,
+            "at {t} s"
+        );
         if !in_backoff {
             b.next(id, now);
         }
@@ -135,14 +147,20 @@ fn test_backoff_with_jitter() {
         .build()
         .expect("valid");
     let mut previous = b.next("_idJitter", clock.now());
-    assert!(previous >= initial && previous < initial.mul_f64(1.0 + factor), "{previous:?}");
+    assert!(
+        previous >= initial && previous < initial.mul_f64(1.0 + factor),
+        "{previous:?}"
+    );
     let mut saw_jitter = previous != initial;
     for _ in 0..20 {
         clock.advance(SEC);
         let got = b.next("_idJitter", clock.now());
         let low = (previous * 2).min(max);
         let high = (previous * 2 + previous.mul_f64(factor)).min(max);
-        assert!(got >= low && got <= high, "{got:?} outside [{low:?}, {high:?}]");
+        assert!(
+            got >= low && got <= high,
+            "{got:?} outside [{low:?}, {high:?}]"
+        );
         saw_jitter |= got != low;
         previous = got;
     }
@@ -165,7 +183,9 @@ fn test_alternate_backoff_gc() {
     let clock = MockClock::new();
     let b = Backoff::<String>::builder(SEC, 50 * SEC)
         .clock(clock.clone())
-        .expiry(|event: MockInstant, last: MockInstant, _| event.saturating_duration_since(last) >= 200 * SEC)
+        .expiry(|event: MockInstant, last: MockInstant, _| {
+            event.saturating_duration_since(last) >= 200 * SEC
+        })
         .build()
         .expect("valid");
     b.next("GC later than 2*maxDuration", clock.now());
@@ -194,7 +214,9 @@ fn test_alternate_has_expired_func() {
     let clock = MockClock::new();
     let b = Backoff::<String>::builder(SEC, 50 * SEC)
         .clock(clock.clone())
-        .expiry(|event: MockInstant, last: MockInstant, _| event.saturating_duration_since(last) >= 8 * SEC)
+        .expiry(|event: MockInstant, last: MockInstant, _| {
+            event.saturating_duration_since(last) >= 8 * SEC
+        })
         .build()
         .expect("valid");
     b.next("expires faster than maxDuration", clock.now());

@@ -26,7 +26,9 @@ fn traces() -> Vec<PathBuf> {
 }
 
 fn int(v: &Value, field: &str) -> i64 {
-    v[field].as_i64().unwrap_or_else(|| panic!("missing integer field {field} in {v}"))
+    v[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("missing integer field {field} in {v}"))
 }
 
 fn nanos(v: &Value, field: &str) -> Duration {
@@ -53,7 +55,10 @@ fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {
 /// Replays one trace; returns the number of results checked.
 fn replay(path: &Path) -> usize {
     let text = std::fs::read_to_string(path).expect("read trace");
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let (_, first) = lines.next().expect("config line");
     let first: Value = serde_json::from_str(first).expect("config json");
     let clock = MockClock::new();
@@ -81,7 +86,11 @@ fn replay(path: &Path) -> usize {
             }
             "in_since_update" => {
                 let want = op["result"].as_bool().expect("result");
-                assert_eq!(backoff.is_in_backoff_since_update(key, at(&op)), want, "{whence}");
+                assert_eq!(
+                    backoff.is_in_backoff_since_update(key, at(&op)),
+                    want,
+                    "{whence}"
+                );
                 checked += 1;
             }
             "reset" | "delete" => {
@@ -103,7 +112,11 @@ fn replay(path: &Path) -> usize {
 #[test]
 fn every_clientgo_trace_replays_exactly() {
     let paths = traces();
-    assert_eq!(paths.len(), 61, "expected 40 generated + 9 hand + 8 probes + 4 extra traces");
+    assert_eq!(
+        paths.len(),
+        61,
+        "expected 40 generated + 9 hand + 8 probes + 4 extra traces"
+    );
     let mut checked = 0;
     for path in &paths {
         checked += replay(path);
@@ -120,17 +133,19 @@ fn fixed_window_expiry_matches_the_closure_on_extra_traces() {
     for entry in std::fs::read_dir(root).expect("extra dir") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("read");
-        let config: Value = serde_json::from_str(text.lines().next().expect("config")).expect("json");
+        let config: Value =
+            serde_json::from_str(text.lines().next().expect("config")).expect("json");
         let config = &config["config"];
         let Some(window) = config.get("expire_after_ns").and_then(Value::as_u64) else {
             continue;
         };
         let clock = MockClock::new();
-        let fixed = Backoff::<String>::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
-            .clock(clock.clone())
-            .expire_after(Duration::from_nanos(window))
-            .build()
-            .expect("valid");
+        let fixed =
+            Backoff::<String>::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
+                .clock(clock.clone())
+                .expire_after(Duration::from_nanos(window))
+                .build()
+                .expect("valid");
         let closure = manager(config, &clock);
         let start = clock.now();
         for line in text.lines().skip(1) {

@@ -6,7 +6,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant, QuantaClock, StdClock, SystemClock};
+use keyed_backoff::clock::{
+    Clock, ClockInstant, MockClock, MockInstant, QuantaClock, StdClock, SystemClock,
+};
 use keyed_backoff::{Backoff, ConfigError, MAX_BACKOFF};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -17,15 +19,38 @@ fn build_err(f: impl FnOnce() -> Result<Backoff<String>, ConfigError>) -> Config
 
 #[test]
 fn bad_jitter_is_refused_naming_field_and_range() {
-    for bad in [f64::NAN, -0.1, -f64::MIN_POSITIVE, f64::INFINITY, f64::NEG_INFINITY] {
-        let err = build_err(|| Backoff::<String>::builder(SEC, 60 * SEC).jitter(bad).build());
+    for bad in [
+        f64::NAN,
+        -0.1,
+        -f64::MIN_POSITIVE,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ] {
+        let err = build_err(|| {
+            Backoff::<String>::builder(SEC, 60 * SEC)
+                .jitter(bad)
+                .build()
+        });
         assert_eq!(err.field(), "jitter");
         let msg = err.to_string();
-        assert!(msg.contains("jitter") && msg.contains("finite number >= 0"), "{msg}");
+        assert!(
+            msg.contains("jitter") && msg.contains("finite number >= 0"),
+            "{msg}"
+        );
     }
     // Zero and large finite factors are allowed, as in client-go.
-    assert!(Backoff::<String>::builder(SEC, 60 * SEC).jitter(0.0).build().is_ok());
-    assert!(Backoff::<String>::builder(SEC, 60 * SEC).jitter(1e300).build().is_ok());
+    assert!(
+        Backoff::<String>::builder(SEC, 60 * SEC)
+            .jitter(0.0)
+            .build()
+            .is_ok()
+    );
+    assert!(
+        Backoff::<String>::builder(SEC, 60 * SEC)
+            .jitter(1e300)
+            .build()
+            .is_ok()
+    );
 }
 
 #[test]
@@ -36,14 +61,21 @@ fn absurd_durations_are_refused() {
     assert_eq!(err.field(), "max");
     assert!(err.to_string().contains("about 52 days"), "{err}");
     let just_over = MAX_BACKOFF + Duration::from_nanos(1);
-    assert_eq!(build_err(|| Backoff::<String>::new(SEC, just_over)).field(), "max");
+    assert_eq!(
+        build_err(|| Backoff::<String>::new(SEC, just_over)).field(),
+        "max"
+    );
     assert!(Backoff::<String>::new(MAX_BACKOFF, MAX_BACKOFF).is_ok());
 }
 
 #[test]
 fn bad_shard_counts_are_refused() {
     for bad in [0, 1, 3, 100, 1 << 17] {
-        let err = build_err(|| Backoff::<String>::builder(SEC, 60 * SEC).shards(bad).build());
+        let err = build_err(|| {
+            Backoff::<String>::builder(SEC, 60 * SEC)
+                .shards(bad)
+                .build()
+        });
         assert_eq!(err.field(), "shards", "{bad}");
     }
 }
@@ -101,7 +133,10 @@ fn extreme_instants_never_panic_on_mock_clock() {
 #[test]
 fn events_a_year_before_the_clock_start_follow_clientgo() {
     let clock = MockClock::new();
-    let b = Backoff::<String>::builder(SEC, 60 * SEC).clock(clock.clone()).build().expect("valid");
+    let b = Backoff::<String>::builder(SEC, 60 * SEC)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
     let year = Duration::from_secs(365 * 24 * 3600);
     let long_ago = clock.now() - year;
     b.next("k", clock.now());
@@ -117,9 +152,16 @@ fn exercise_real_clock<C: Clock + Clone>(clock: C)
 where
     C::Instant: ClockInstant,
 {
-    let b = Backoff::<String>::builder(SEC, 60 * SEC).clock(clock.clone()).build().expect("valid");
+    let b = Backoff::<String>::builder(SEC, 60 * SEC)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
     let now = clock.now();
-    for event in [now.saturating_sub(Duration::MAX), now, now.saturating_add(Duration::MAX)] {
+    for event in [
+        now.saturating_sub(Duration::MAX),
+        now,
+        now.saturating_add(Duration::MAX),
+    ] {
         b.next("k", event);
         let _ = b.is_in_backoff_since("k", event);
         let _ = b.is_in_backoff_since_update("k", event);
@@ -169,7 +211,11 @@ fn concurrent_next_on_one_key_never_loses_an_update() {
             h.join().expect("worker");
         }
         let doublings = (THREADS * CALLS - 1) as u32;
-        assert_eq!(b.get("shared"), Duration::from_nanos(1 << doublings), "round {round}");
+        assert_eq!(
+            b.get("shared"),
+            Duration::from_nanos(1 << doublings),
+            "round {round}"
+        );
     }
 }
 
@@ -210,7 +256,9 @@ fn a_panicking_expiry_reaches_the_caller_and_the_map_stays_usable() {
     // No lock is left held: another thread can still write and read.
     let b2 = Arc::clone(&b);
     let t = clock.now();
-    thread::spawn(move || b2.next("k", t)).join().expect("no deadlock");
+    thread::spawn(move || b2.next("k", t))
+        .join()
+        .expect("no deadlock");
     assert_eq!(b.get("k"), 2 * SEC);
     assert_eq!(b.gc(), 0);
 }

@@ -284,13 +284,24 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             Some(n) if n.is_power_of_two() && (2..=65_536).contains(&n) => {
                 DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, n)
             }
-            Some(n) => return Err(ConfigError::new("shards", "a power of two from 2 to 65536", n)),
+            Some(n) => {
+                return Err(ConfigError::new(
+                    "shards",
+                    "a power of two from 2 to 65536",
+                    n,
+                ));
+            }
         };
         let seed = self.seed.unwrap_or_else(rand::random);
         let epoch = self.clock.now();
         Ok(Backoff {
             map,
-            rule: ClientGoRule::new(saturating_nanos(initial), saturating_nanos(max), jitter, seed),
+            rule: ClientGoRule::new(
+                saturating_nanos(initial),
+                saturating_nanos(max),
+                jitter,
+                seed,
+            ),
             clock: self.clock,
             epoch,
             initial,
@@ -305,6 +316,10 @@ fn within_max_backoff(field: &'static str, d: Duration) -> Result<Duration, Conf
     if d <= MAX_BACKOFF {
         Ok(d)
     } else {
-        Err(ConfigError::new(field, format!("at most {MAX_BACKOFF:?} (2^52 - 1 ns, about 52 days)"), format!("{d:?}")))
+        Err(ConfigError::new(
+            field,
+            format!("at most {MAX_BACKOFF:?} (2^52 - 1 ns, about 52 days)"),
+            format!("{d:?}"),
+        ))
     }
 }

@@ -41,7 +41,10 @@ impl Entry {
     pub(crate) fn new(last_update: i64, backoff_ns: u64, attempts: u32) -> Self {
         let backoff = backoff_ns.min(BACKOFF_MASK);
         let attempts = u64::from(attempts.min(ATTEMPTS_MAX));
-        Entry { last_update, packed: (attempts << BACKOFF_BITS) | backoff }
+        Entry {
+            last_update,
+            packed: (attempts << BACKOFF_BITS) | backoff,
+        }
     }
 
     #[inline]
@@ -77,7 +80,10 @@ mod tests {
     #[test]
     fn fields_round_trip_and_clamp() {
         let e = Entry::new(-7, 123, 5);
-        assert_eq!((e.last_update(), e.backoff_ns(), e.attempts()), (-7, 123, 5));
+        assert_eq!(
+            (e.last_update(), e.backoff_ns(), e.attempts()),
+            (-7, 123, 5)
+        );
         let big = Entry::new(i64::MAX, u64::MAX, u32::MAX);
         assert_eq!(big.backoff(), MAX_BACKOFF);
         assert_eq!(big.attempts(), MAX_ATTEMPTS);

@@ -23,7 +23,10 @@ pub(crate) struct UnitDraws {
 
 impl UnitDraws {
     pub(crate) fn new(seed: u64) -> Self {
-        UnitDraws { seed, counter: AtomicU64::new(0) }
+        UnitDraws {
+            seed,
+            counter: AtomicU64::new(0),
+        }
     }
 
     #[inline]
@@ -45,7 +48,12 @@ pub(crate) struct ClientGoRule {
 
 impl ClientGoRule {
     pub(crate) fn new(initial_ns: u64, max_ns: u64, factor: f64, seed: u64) -> Self {
-        ClientGoRule { initial_ns, max_ns, factor, draws: UnitDraws::new(seed) }
+        ClientGoRule {
+            initial_ns,
+            max_ns,
+            factor,
+            draws: UnitDraws::new(seed),
+        }
     }
 
     #[inline]
