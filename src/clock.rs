@@ -62,6 +62,11 @@ pub trait Clock: Send + Sync + 'static {
     type Instant: ClockInstant;
 
     /// The current time.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::{Clock, StdClock};
+    /// let _t: std::time::Instant = StdClock.now();
+    /// ```
     fn now(&self) -> Self::Instant;
 }
 
@@ -89,12 +94,34 @@ pub trait ClockInstant:
     + Sub<Duration, Output = Self>
 {
     /// The time from `earlier` to `self`, or zero if `earlier` is later.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::{ClockInstant, MockInstant};
+    /// use std::time::Duration;
+    /// let (a, b) = (MockInstant::from_nanos(1), MockInstant::from_nanos(4));
+    /// assert_eq!(b.saturating_duration_since(a), Duration::from_nanos(3));
+    /// assert_eq!(a.saturating_duration_since(b), Duration::ZERO);
+    /// ```
     fn saturating_duration_since(&self, earlier: Self) -> Duration;
 
     /// `self + d`, clamped to the latest representable instant.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::ClockInstant;
+    /// use std::time::{Duration, Instant};
+    /// let now = Instant::now();
+    /// assert!(now.saturating_add(Duration::MAX) > now); // `now + Duration::MAX` would panic
+    /// ```
     fn saturating_add(self, d: Duration) -> Self;
 
     /// `self - d`, clamped to the earliest representable instant.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::ClockInstant;
+    /// use std::time::{Duration, SystemTime};
+    /// let now = SystemTime::now();
+    /// assert!(now.saturating_sub(Duration::MAX) < now);
+    /// ```
     fn saturating_sub(self, d: Duration) -> Self;
 
     /// Signed nanoseconds from `origin` to `self`, saturating to the `i64`
@@ -102,6 +129,11 @@ pub trait ClockInstant:
     ///
     /// The keyed manager stores times as such offsets from its creation
     /// instant, which keeps entries at 16 bytes for every clock.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::{ClockInstant, MockInstant};
+    /// assert_eq!(MockInstant::from_nanos(i64::MIN).nanos_since(MockInstant::from_nanos(1)), i64::MIN);
+    /// ```
     fn nanos_since(self, origin: Self) -> i64 {
         if self >= origin {
             saturating_nanos_i64(self.saturating_duration_since(origin))
@@ -112,6 +144,12 @@ pub trait ClockInstant:
 
     /// The instant `nanos` nanoseconds after `self` (before, if negative),
     /// saturating. The inverse of [`ClockInstant::nanos_since`].
+    ///
+    /// ```
+    /// use keyed_backoff::clock::{ClockInstant, QuantaClock, Clock};
+    /// let origin = QuantaClock.now();
+    /// assert_eq!(origin.offset_by_nanos(-250).nanos_since(origin), -250);
+    /// ```
     fn offset_by_nanos(self, nanos: i64) -> Self {
         let magnitude = Duration::from_nanos(nanos.unsigned_abs());
         if nanos >= 0 {

@@ -58,3 +58,8 @@ mod keyed;
 
 pub use error::ConfigError;
 pub use keyed::{Backoff, BackoffBuilder, DefaultHashBuilder, MAX_ATTEMPTS, MAX_BACKOFF};
+
+/// The README's example, compiled and run as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
