@@ -57,7 +57,9 @@ mod error;
 mod keyed;
 
 pub use error::ConfigError;
-pub use keyed::{Backoff, BackoffBuilder, DefaultHashBuilder, MAX_ATTEMPTS, MAX_BACKOFF};
+pub use keyed::{
+    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, MAX_ATTEMPTS, MAX_BACKOFF,
+};
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../README.md")]

@@ -15,8 +15,10 @@ pub(crate) type ExpiryFn<I> = Arc<dyn Fn(I, I, Duration) -> bool + Send + Sync>;
 
 pub(crate) enum Expiry<I> {
     /// client-go's default: expired when `event − last_update > 2·max`.
+    /// Resolved to [`Expiry::After`] once `max` is known (see [`Expiry::resolve`]).
     TwiceMax,
-    /// Expired when `event − last_update > window` (the kubelet uses 600 s).
+    /// Expired when `event − last_update > window` nanoseconds (the kubelet
+    /// uses 600 s).
     After(u64),
     /// Any function of `(event, last_update, max)`.
     Custom(ExpiryFn<I>),
@@ -54,6 +56,15 @@ pub(crate) struct ExpiryCheck<I> {
 }
 
 impl<I: ClockInstant> Expiry<I> {
+    /// Turns `TwiceMax` into the fixed window it stands for, so the hot path
+    /// compares against a precomputed number.
+    pub(crate) fn resolve(self, max: Duration) -> Self {
+        match self {
+            Expiry::TwiceMax => Expiry::After(saturating_nanos(max).saturating_mul(2)),
+            other => other,
+        }
+    }
+
     #[inline]
     pub(crate) fn has_expired(&self, c: &ExpiryCheck<I>) -> bool {
         // Signed difference, exact in i128: an event before the last update is

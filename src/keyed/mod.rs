@@ -17,7 +17,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
 
-pub use builder::BackoffBuilder;
+pub use builder::{BackoffBuilder, DEFAULT_SHARDS};
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 
 use crate::clock::{Clock, ClockInstant, DefaultClock};
@@ -409,7 +409,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.get(key).map(|slot| *slot)
+        self.map.view(key, |_, entry| *entry)
     }
 
     #[inline]

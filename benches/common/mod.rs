@@ -1,0 +1,174 @@
+//! Shared by the benches: kubelet-shaped keys and the two baselines.
+//!
+//! Both baselines implement client-go's semantics (default `2·max` expiry, no
+//! jitter) with the same hasher (foldhash) and the same time representation
+//! (signed ns offsets from an epoch, read from the same `Clock`) as the crate,
+//! so a ratio measures the map and its locking and nothing else.
+
+#![allow(dead_code)] // each bench binary uses a different subset
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use keyed_backoff::clock::{Clock, ClockInstant};
+use parking_lot::RwLock;
+
+/// `pod-<i>_default_<32 hex uid>_container_<8 hex>`: the kubelet's stable
+/// container key shape.
+pub fn kubelet_keys(n: usize) -> Vec<String> {
+    let state = foldhash::fast::FixedState::with_seed(0x6b75_6265);
+    (0..n)
+        .map(|i| {
+            let a = state.hash_one(i as u64);
+            let b = state.hash_one(!(i as u64));
+            format!(
+                "pod-{i}_default_{a:016x}{b:016x}_container_{:08x}",
+                (a >> 32) as u32
+            )
+        })
+        .collect()
+}
+
+/// A pseudo-random visiting order over `n` keys, so lookups do not walk the
+/// table in insertion order.
+pub fn visit_order(n: usize, len: usize) -> Vec<usize> {
+    let state = foldhash::fast::FixedState::with_seed(7);
+    (0..len)
+        .map(|i| (state.hash_one(i as u64) % n as u64) as usize)
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+struct FloorEntry {
+    backoff: u64,
+    last: i64,
+}
+
+/// The floor: an unlocked `HashMap` doing exactly what the crate does per call.
+pub struct Floor<C: Clock> {
+    map: HashMap<String, FloorEntry, foldhash::fast::RandomState>,
+    clock: C,
+    epoch: C::Instant,
+    initial: u64,
+    max: u64,
+}
+
+impl<C: Clock> Floor<C> {
+    pub fn new(initial: Duration, max: Duration, clock: C) -> Self {
+        let epoch = clock.now();
+        Floor {
+            map: HashMap::default(),
+            clock,
+            epoch,
+            initial: initial.as_nanos() as u64,
+            max: max.as_nanos() as u64,
+        }
+    }
+
+    #[inline]
+    fn expired(&self, event: i64, last: i64) -> bool {
+        i128::from(event) - i128::from(last) > i128::from(self.max) * 2
+    }
+
+    #[inline]
+    pub fn next(&mut self, key: &str, event: C::Instant) -> Duration {
+        let ev = event.nanos_since(self.epoch);
+        let now = self.clock.now().nanos_since(self.epoch);
+        let (initial, max) = (self.initial, self.max);
+        let expired = |last: i64| i128::from(ev) - i128::from(last) > i128::from(max) * 2;
+        let backoff = match self.map.get_mut(key) {
+            Some(e) => {
+                e.backoff = if expired(e.last) {
+                    initial
+                } else {
+                    e.backoff.saturating_mul(2).min(max)
+                };
+                e.last = now;
+                e.backoff
+            }
+            None => {
+                self.map.insert(
+                    key.to_owned(),
+                    FloorEntry {
+                        backoff: initial,
+                        last: now,
+                    },
+                );
+                initial
+            }
+        };
+        Duration::from_nanos(backoff)
+    }
+
+    #[inline]
+    pub fn get(&self, key: &str) -> Duration {
+        Duration::from_nanos(self.map.get(key).map_or(0, |e| e.backoff))
+    }
+
+    #[inline]
+    pub fn is_in_backoff_since_update(&self, key: &str, event: C::Instant) -> bool {
+        let Some(e) = self.map.get(key).copied() else {
+            return false;
+        };
+        let ev = event.nanos_since(self.epoch);
+        !self.expired(ev, e.last) && i128::from(ev) - i128::from(e.last) < i128::from(e.backoff)
+    }
+
+    #[inline]
+    pub fn is_in_backoff_since(&self, key: &str, event: C::Instant) -> bool {
+        let Some(e) = self.map.get(key).copied() else {
+            return false;
+        };
+        let ev = event.nanos_since(self.epoch);
+        if self.expired(ev, e.last) {
+            return false;
+        }
+        let now = self.clock.now().nanos_since(self.epoch);
+        i128::from(now) - i128::from(ev) < i128::from(e.backoff)
+    }
+
+    pub fn gc(&mut self) -> usize {
+        let now = self.clock.now().nanos_since(self.epoch);
+        let before = self.map.len();
+        let max = self.max;
+        self.map
+            .retain(|_, e| i128::from(now) - i128::from(e.last) <= i128::from(max) * 2);
+        before - self.map.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// client-go's design: one reader-writer lock over the floor's map.
+pub struct RwLockPort<C: Clock>(RwLock<Floor<C>>);
+
+impl<C: Clock> RwLockPort<C> {
+    pub fn new(initial: Duration, max: Duration, clock: C) -> Self {
+        RwLockPort(RwLock::new(Floor::new(initial, max, clock)))
+    }
+    #[inline]
+    pub fn next(&self, key: &str, event: C::Instant) -> Duration {
+        self.0.write().next(key, event)
+    }
+    #[inline]
+    pub fn get(&self, key: &str) -> Duration {
+        self.0.read().get(key)
+    }
+    #[inline]
+    pub fn is_in_backoff_since_update(&self, key: &str, event: C::Instant) -> bool {
+        self.0.read().is_in_backoff_since_update(key, event)
+    }
+    #[inline]
+    pub fn is_in_backoff_since(&self, key: &str, event: C::Instant) -> bool {
+        self.0.read().is_in_backoff_since(key, event)
+    }
+    pub fn gc(&self) -> usize {
+        self.0.write().gc()
+    }
+    pub fn len(&self) -> usize {
+        self.0.read().len()
+    }
+}

@@ -1,0 +1,174 @@
+//! Reader latency while another thread runs `gc` continuously over
+//! 1,000,000 entries (half of them expired at the start).
+//!
+//! Run: `cargo bench --bench gc_latency` (optionally `-- <seconds> <shards,...>`)
+//!
+//! For the crate at several shard counts and for the `RwLock<HashMap>`
+//! baseline, one thread loops `gc` while a reader thread times individual
+//! `is_in_backoff_since_update` calls on random live keys. Prints p50, p99,
+//! p99.9 and max reader latency and how many GC passes ran.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{RwLockPort, kubelet_keys, visit_order};
+use keyed_backoff::Backoff;
+use keyed_backoff::clock::{Clock, MockClock, MockInstant};
+
+const N: usize = 1_000_000;
+const INITIAL: Duration = Duration::from_secs(10);
+const MAX: Duration = Duration::from_secs(300);
+
+struct Report {
+    label: String,
+    reads: usize,
+    gc_passes: usize,
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    max: u64,
+}
+
+/// Sets the clock so that even-indexed keys were updated 1,201 s ago (past
+/// the 600 s expiry) and odd ones 600 s ago (not expired), calling `next`
+/// through `apply`.
+fn populate(keys: &[String], clock: &MockClock, apply: &dyn Fn(&str, MockInstant)) {
+    clock.set(MockInstant::ZERO);
+    for k in keys.iter().step_by(2) {
+        apply(k, clock.now());
+    }
+    clock.set(MockInstant::ZERO + Duration::from_secs(601));
+    for k in keys.iter().skip(1).step_by(2) {
+        apply(k, clock.now());
+    }
+    clock.set(MockInstant::ZERO + Duration::from_secs(1_201));
+}
+
+fn measure(
+    label: String,
+    keys: &[String],
+    seconds: f64,
+    read: &(dyn Fn(&str) -> bool + Sync),
+    gc: &(dyn Fn() -> usize + Sync),
+) -> Report {
+    // Readers only ask about live (odd) keys so every lookup finds an entry.
+    let order: Vec<usize> = visit_order(N / 2, 1 << 20)
+        .into_iter()
+        .map(|i| 2 * i + 1)
+        .collect();
+    let done = AtomicBool::new(false);
+    let passes = AtomicUsize::new(0);
+    let with_gc = !label.contains("no gc");
+    let mut samples: Vec<u64> = Vec::with_capacity(1 << 24);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while with_gc && !done.load(Ordering::Relaxed) {
+                gc();
+                passes.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let until = quanta::Instant::now() + Duration::from_secs_f64(seconds);
+        let mut i = 0usize;
+        loop {
+            let key = &keys[order[i % order.len()]];
+            let t = quanta::Instant::now();
+            std::hint::black_box(read(key));
+            let end = quanta::Instant::now();
+            samples.push(end.duration_since(t).as_nanos() as u64);
+            i += 1;
+            // Checked on every read: a starved reader must not overrun.
+            if end > until {
+                break;
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    Report {
+        label,
+        reads: samples.len(),
+        gc_passes: passes.load(Ordering::Relaxed),
+        p50: at(0.50),
+        p99: at(0.99),
+        p999: at(0.999),
+        max: *samples.last().expect("samples"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let seconds: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(3.0);
+    let shard_counts: Vec<Option<usize>> = match args.get(1) {
+        Some(list) => list.split(',').map(|s| s.parse().ok()).collect(),
+        None => vec![Some(8), None, Some(4096)],
+    };
+    let keys = kubelet_keys(N);
+    let mut reports = Vec::new();
+
+    for shards in shard_counts {
+        let clock = MockClock::new();
+        let mut builder = Backoff::<String>::builder(INITIAL, MAX)
+            .clock(clock.clone())
+            .capacity(N);
+        if let Some(n) = shards {
+            builder = builder.shards(n);
+        }
+        let b = builder.build().expect("valid");
+        populate(&keys, &clock, &|k, t| {
+            b.next(k, t);
+        });
+        let t = clock.now();
+        if shards.is_none() {
+            reports.push(measure(
+                "crate, default shards, no gc".to_string(),
+                &keys,
+                seconds,
+                &|k| b.is_in_backoff_since_update(k, t),
+                &|| 0,
+            ));
+        }
+        let label = match shards {
+            Some(n) => format!("crate, {n} shards"),
+            None => "crate, default shards".to_string(),
+        };
+        reports.push(measure(
+            label,
+            &keys,
+            seconds,
+            &|k| b.is_in_backoff_since_update(k, t),
+            &|| b.gc(),
+        ));
+    }
+
+    let clock = MockClock::new();
+    let port = RwLockPort::new(INITIAL, MAX, clock.clone());
+    populate(&keys, &clock, &|k, t| {
+        port.next(k, t);
+    });
+    let t = clock.now();
+    reports.push(measure(
+        "RwLock<HashMap> baseline".to_string(),
+        &keys,
+        seconds,
+        &|k| port.is_in_backoff_since_update(k, t),
+        &|| port.gc(),
+    ));
+
+    println!("reader latency during continuous gc over {N} entries ({seconds} s each)");
+    println!(
+        "{:<28} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11} {:>9}",
+        "target", "reads", "gc passes", "p50 ns", "p99 ns", "p99.9 ns", "max ns", ""
+    );
+    for r in reports {
+        println!(
+            "{:<28} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11}",
+            r.label, r.reads, r.gc_passes, r.p50, r.p99, r.p999, r.max
+        );
+    }
+}
