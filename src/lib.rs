@@ -55,10 +55,12 @@
 pub mod clock;
 mod error;
 mod keyed;
+pub mod strategy;
 
 pub use error::ConfigError;
 pub use keyed::{
-    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, MAX_ATTEMPTS, MAX_BACKOFF,
+    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, InBackoff, MAX_ATTEMPTS,
+    MAX_BACKOFF,
 };
 
 /// The README's example, compiled and run as a doc test.

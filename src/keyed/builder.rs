@@ -9,10 +9,11 @@ use dashmap::DashMap;
 
 use super::entry::MAX_BACKOFF;
 use super::expiry::Expiry;
-use super::rule::ClientGoRule;
+use super::rule::{Formula, Rule};
 use super::{Backoff, DefaultHashBuilder};
 use crate::clock::{Clock, DefaultClock, saturating_nanos};
 use crate::error::{ConfigError, finite_at_least};
+use crate::strategy::{FactorJitter, Step, Strategy};
 
 /// Builds a [`Backoff`]; made by [`Backoff::builder`].
 ///
@@ -47,6 +48,7 @@ pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     shards: Option<usize>,
     capacity: usize,
     expiry: Expiry<C::Instant>,
+    strategy: Option<(Box<dyn Step>, Option<u64>)>,
     /// Set when `.clock(..)` had to drop a custom expiry written for the
     /// previous clock's instant type; `build` then refuses.
     expiry_lost: bool,
@@ -65,6 +67,7 @@ impl<K> BackoffBuilder<K> {
             shards: None,
             capacity: 0,
             expiry: Expiry::TwiceMax,
+            strategy: None,
             expiry_lost: false,
             keys: PhantomData,
         }
@@ -141,6 +144,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             shards: self.shards,
             capacity: self.capacity,
             expiry,
+            strategy: self.strategy,
             expiry_lost: self.expiry_lost || lost,
             keys: PhantomData,
         }
@@ -216,6 +220,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             shards: self.shards,
             capacity: self.capacity,
             expiry: self.expiry,
+            strategy: self.strategy,
             expiry_lost: self.expiry_lost,
             keys: PhantomData,
         }
@@ -240,6 +245,34 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
+        self
+    }
+
+    /// Replace client-go's rule with any [`strategy`](crate::strategy): a
+    /// new or expired entry gets the strategy's first delay, each further
+    /// `next` its following one (given the attempt count and the previous
+    /// backoff). A strategy that gives up keeps the last backoff; use
+    /// [`Backoff::attempts`] to stop. `max` still sets the default expiry
+    /// (`2·max`). Default: client-go's rule. Random draws use the builder's
+    /// [`seed`](Self::seed), else the strategy's, else a random one.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use keyed_backoff::strategy::Linear;
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(10))
+    ///     .clock(clock.clone())
+    ///     .strategy(Linear::new(Duration::from_secs(1), Duration::from_secs(2)).build()?)
+    ///     .build()?;
+    /// let secs: Vec<u64> = (0..3).map(|_| b.next("k", clock.now()).as_secs()).collect();
+    /// assert_eq!(secs, [1, 3, 5]);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn strategy<T: Step + Clone>(mut self, strategy: Strategy<T>) -> Self {
+        let (step, seed) = strategy.into_parts();
+        self.strategy = Some((Box::new(step), seed));
         self
     }
 
@@ -296,16 +329,25 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
                 ));
             }
         };
-        let seed = self.seed.unwrap_or_else(rand::random);
+        let (formula, strategy_seed) = match self.strategy {
+            Some(_) if jitter != 0.0 => {
+                return Err(ConfigError::new(
+                    "jitter",
+                    "0 when a strategy is set (give the strategy its own jitter)",
+                    jitter,
+                ));
+            }
+            Some((step, seed)) => (Formula::Strategy(step), seed),
+            None => (
+                Formula::ClientGo(FactorJitter::new(initial, max).factor(jitter)),
+                None,
+            ),
+        };
+        let seed = self.seed.or(strategy_seed).unwrap_or_else(rand::random);
         let epoch = self.clock.now();
         Ok(Backoff {
             map,
-            rule: ClientGoRule::new(
-                saturating_nanos(initial),
-                saturating_nanos(max),
-                jitter,
-                seed,
-            ),
+            rule: Rule::new(formula, seed),
             clock: self.clock,
             epoch,
             initial,

@@ -23,7 +23,7 @@ pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
 use expiry::{Expiry, ExpiryCheck};
-use rule::ClientGoRule;
+use rule::Rule;
 
 /// The hasher used when none is chosen: foldhash's fast hasher, seeded
 /// randomly per manager so keys from untrusted input cannot be crafted to
@@ -75,7 +75,7 @@ pub struct Backoff<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     initial: Duration,
     max: Duration,
     jitter: f64,
-    rule: ClientGoRule,
+    rule: Rule,
     expiry: Expiry<C::Instant>,
 }
 
@@ -149,27 +149,12 @@ where
         Q::Owned: Into<K>,
     {
         let event_tick = self.tick(event_time);
-        if let Some(mut slot) = self.map.get_mut(key) {
-            let updated = self.advanced(Some(*slot), event_time, event_tick);
-            *slot = updated;
-            return updated.backoff();
+        let updated: Result<Entry, std::convert::Infallible> = self.update(key, |old, now_tick| {
+            Ok(self.advanced(old, event_time, event_tick, now_tick))
+        });
+        match updated {
+            Ok(entry) => entry.backoff(),
         }
-        // Another thread may insert between the lookup above and this call;
-        // the entry API then sees it occupied and advances it, so no update
-        // is lost.
-        let updated = match self.map.entry(key.to_owned().into()) {
-            MapEntry::Occupied(mut slot) => {
-                let updated = self.advanced(Some(*slot.get()), event_time, event_tick);
-                *slot.get_mut() = updated;
-                updated
-            }
-            MapEntry::Vacant(slot) => {
-                let updated = self.advanced(None, event_time, event_tick);
-                slot.insert(updated);
-                updated
-            }
-        };
-        updated.backoff()
     }
 
     /// client-go's `Get`: the key's current backoff, or zero if it has no
@@ -326,6 +311,101 @@ where
         removed
     }
 
+    /// How many times `next` advanced the key's entry since it was created
+    /// or re-initialised (saturating at [`MAX_ATTEMPTS`]); 0 for a missing key.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// assert_eq!(b.attempts("k"), 0);
+    /// b.next("k", Instant::now());
+    /// b.next("k", Instant::now());
+    /// assert_eq!(b.attempts("k"), 2);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn attempts<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.entry_of(key).map_or(0, Entry::attempts)
+    }
+
+    /// The wait left at `now` before the key's backoff window (started at
+    /// its last update) ends, or `None` if it is not in backoff: missing,
+    /// expired as of `now`, or the window has passed.
+    ///
+    /// `remaining(key, now).is_some()` equals
+    /// `is_in_backoff_since_update(key, now)`.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// b.next("k", clock.now());
+    /// clock.advance(Duration::from_secs(4));
+    /// assert_eq!(b.remaining("k", clock.now()), Some(Duration::from_secs(6)));
+    /// clock.advance(Duration::from_secs(6));
+    /// assert_eq!(b.remaining("k", clock.now()), None);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn remaining<Q>(&self, key: &Q, now: C::Instant) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let entry = self.entry_of(key)?;
+        self.remaining_at(entry, now, self.tick(now))
+    }
+
+    /// The atomic gate: in one operation under the key's lock, refuse with
+    /// the remaining wait if the key is in backoff at `now`, otherwise
+    /// advance it (as `next(key, now)`) and return the new backoff.
+    ///
+    /// With client-go's API a caller checks `IsInBackOffSince…` and then
+    /// calls `Next`; two callers (or an event-driven requeue that skips the
+    /// check, kubernetes issue 132805) can both pass the check or advance
+    /// without waiting, and the failure count races to the cap. `try_next`
+    /// cannot: at most one caller advances per backoff window.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, InBackoff};
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(b.try_next("obj", clock.now()), Ok(Duration::from_secs(10)));
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(b.try_next("obj", clock.now()), Err(InBackoff { remaining: Duration::from_secs(7) }));
+    /// clock.advance(Duration::from_secs(7));
+    /// assert_eq!(b.try_next("obj", clock.now()), Ok(Duration::from_secs(20)));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn try_next<Q>(&self, key: &Q, now: C::Instant) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let now_event = self.tick(now);
+        self.update(key, |old, now_tick| {
+            if let Some(entry) = old
+                && let Some(remaining) = self.remaining_at(entry, now, now_event)
+            {
+                return Err(InBackoff { remaining });
+            }
+            Ok(self.advanced(old, now, now_event, now_tick))
+        })
+        .map(Entry::backoff)
+    }
+
     /// The number of entries held, expired ones included.
     ///
     /// ```
@@ -423,22 +503,94 @@ where
         })
     }
 
-    /// The entry after a `next` at `event`. Reads the clock here, under the
-    /// shard lock, so a key's last-update time never moves backwards between
-    /// racing callers.
+    /// The entry after a `next` at `event`, updated at `now_tick`.
     #[inline]
-    fn advanced(&self, old: Option<Entry>, event: C::Instant, event_tick: i64) -> Entry {
-        let now_tick = self.tick(self.clock.now());
+    fn advanced(
+        &self,
+        old: Option<Entry>,
+        event: C::Instant,
+        event_tick: i64,
+        now_tick: i64,
+    ) -> Entry {
         match old {
             Some(e) if !self.expired(event, event_tick, e) => Entry::new(
                 now_tick,
-                self.rule.following(e.backoff_ns()),
+                self.rule.following(e.backoff_ns(), e.attempts()),
                 e.attempts().saturating_add(1),
             ),
             _ => Entry::new(now_tick, self.rule.first(), 1),
         }
     }
+
+    /// Read-modify-write of one key under its shard's write lock: `decide`
+    /// gets the current entry (if any) and the clock's now, read under the
+    /// lock so a key's last-update time never moves backwards between racing
+    /// callers. `Ok` stores the new entry; `Err` leaves the map untouched.
+    #[inline]
+    fn update<Q, E>(
+        &self,
+        key: &Q,
+        decide: impl Fn(Option<Entry>, i64) -> Result<Entry, E>,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        if let Some(mut slot) = self.map.get_mut(key) {
+            let updated = decide(Some(*slot), self.tick(self.clock.now()))?;
+            *slot = updated;
+            return Ok(updated);
+        }
+        // Another thread may insert between the lookup above and this call;
+        // the entry API then sees it occupied, so no update is lost.
+        match self.map.entry(key.to_owned().into()) {
+            MapEntry::Occupied(mut slot) => {
+                let updated = decide(Some(*slot.get()), self.tick(self.clock.now()))?;
+                *slot.get_mut() = updated;
+                Ok(updated)
+            }
+            MapEntry::Vacant(slot) => {
+                let updated = decide(None, self.tick(self.clock.now()))?;
+                slot.insert(updated);
+                Ok(updated)
+            }
+        }
+    }
+
+    /// The wait left at `now_tick` for `entry`, if it is in backoff.
+    #[inline]
+    fn remaining_at(&self, entry: Entry, now: C::Instant, now_tick: i64) -> Option<Duration> {
+        if self.expired(now, now_tick, entry) {
+            return None;
+        }
+        let end = i128::from(entry.last_update()) + i128::from(entry.backoff_ns());
+        let left = end - i128::from(now_tick);
+        (left > 0).then(|| Duration::from_nanos(u64::try_from(left).unwrap_or(u64::MAX)))
+    }
 }
+
+/// Returned by [`Backoff::try_next`] while the key must still wait.
+///
+/// ```
+/// use keyed_backoff::InBackoff;
+/// use std::time::Duration;
+/// let e = InBackoff { remaining: Duration::from_secs(3) };
+/// assert_eq!(e.to_string(), "in backoff for another 3s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InBackoff {
+    /// How long until the backoff window ends.
+    pub remaining: Duration,
+}
+
+impl fmt::Display for InBackoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "in backoff for another {:?}", self.remaining)
+    }
+}
+
+impl std::error::Error for InBackoff {}
 
 impl<K, C: Clock, S> fmt::Debug for Backoff<K, C, S>
 where

@@ -1,14 +1,17 @@
-//! client-go's update rule: how `next` moves an entry's backoff.
+//! The update rule: how `next` moves an entry's backoff.
 //!
-//! A fresh (or expired) entry gets `initial + jitter(initial)`, uncapped; an
-//! existing one gets `min(2·previous + jitter(previous), max)`. The jitter is
-//! `U[0,1) · factor · previous`, drawn from the *previous* backoff and added
-//! *before* the cap. All arithmetic is on `u64` nanoseconds and saturates.
+//! The default is client-go's ([`FactorJitter`]), called without dynamic
+//! dispatch; any other [`Step`] can replace it. Random draws come from a
+//! lock-free, reproducible source.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+
+use crate::clock::saturating_nanos;
+use crate::strategy::{FactorJitter, Step};
 
 /// A lock-free, reproducible source of `U[0,1)` draws.
 ///
@@ -39,46 +42,46 @@ impl UnitDraws {
 }
 
 #[derive(Debug)]
-pub(crate) struct ClientGoRule {
-    initial_ns: u64,
-    max_ns: u64,
-    factor: f64,
+pub(crate) enum Formula {
+    ClientGo(FactorJitter),
+    Strategy(Box<dyn Step>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Rule {
+    formula: Formula,
     draws: UnitDraws,
 }
 
-impl ClientGoRule {
-    pub(crate) fn new(initial_ns: u64, max_ns: u64, factor: f64, seed: u64) -> Self {
-        ClientGoRule {
-            initial_ns,
-            max_ns,
-            factor,
+impl Rule {
+    pub(crate) fn new(formula: Formula, seed: u64) -> Self {
+        Rule {
+            formula,
             draws: UnitDraws::new(seed),
         }
     }
 
-    #[inline]
-    fn jitter(&self, delay_ns: u64) -> u64 {
-        if self.factor == 0.0 {
-            return 0;
-        }
-        // `as` truncates toward zero like Go's conversion, and saturates
-        // where Go's would be undefined.
-        (self.draws.next_unit() * self.factor * delay_ns as f64) as u64
-    }
-
-    /// The backoff of a new or re-initialised entry.
+    /// The backoff of a new or re-initialised entry, in nanoseconds.
     #[inline]
     pub(crate) fn first(&self) -> u64 {
-        self.initial_ns.saturating_add(self.jitter(self.initial_ns))
+        let unit = &mut || self.draws.next_unit();
+        match &self.formula {
+            Formula::ClientGo(f) => f.first_ns(unit),
+            Formula::Strategy(s) => s.delay(0, None, unit).map_or(0, saturating_nanos),
+        }
     }
 
-    /// The backoff after `previous`.
+    /// The backoff after `previous_ns`, once `attempts` delays were given.
+    /// A strategy that gives up keeps the previous backoff.
     #[inline]
-    pub(crate) fn following(&self, previous_ns: u64) -> u64 {
-        previous_ns
-            .saturating_mul(2)
-            .saturating_add(self.jitter(previous_ns))
-            .min(self.max_ns)
+    pub(crate) fn following(&self, previous_ns: u64, attempts: u32) -> u64 {
+        let unit = &mut || self.draws.next_unit();
+        match &self.formula {
+            Formula::ClientGo(f) => f.following_ns(previous_ns, unit),
+            Formula::Strategy(s) => s
+                .delay(attempts, Some(Duration::from_nanos(previous_ns)), unit)
+                .map_or(previous_ns, saturating_nanos),
+        }
     }
 }
 
@@ -86,26 +89,32 @@ impl ClientGoRule {
 mod tests {
     use super::*;
 
+    fn client_go(initial: u64, max: u64, factor: f64) -> Rule {
+        let f = FactorJitter::new(Duration::from_nanos(initial), Duration::from_nanos(max))
+            .factor(factor);
+        Rule::new(Formula::ClientGo(f), 7)
+    }
+
     #[test]
     fn doubles_and_caps_without_jitter() {
-        let r = ClientGoRule::new(10, 35, 0.0, 1);
+        let r = client_go(10, 35, 0.0);
         assert_eq!(r.first(), 10);
-        assert_eq!(r.following(10), 20);
-        assert_eq!(r.following(20), 35);
-        assert_eq!(r.following(u64::MAX), 35);
+        assert_eq!(r.following(10, 1), 20);
+        assert_eq!(r.following(20, 2), 35);
+        assert_eq!(r.following(u64::MAX, 3), 35);
     }
 
     #[test]
     fn jitter_is_drawn_from_previous_and_added_before_cap() {
-        let r = ClientGoRule::new(1_000, u64::MAX, 0.5, 7);
+        let r = client_go(1_000, u64::MAX, 0.5);
         for _ in 0..1_000 {
-            let v = r.following(1_000);
+            let v = r.following(1_000, 1);
             assert!((2_000..2_500).contains(&v), "{v}");
             let f = r.first();
             assert!((1_000..1_500).contains(&f), "{f}");
         }
-        let capped = ClientGoRule::new(1_000, 2_100, 0.5, 7);
-        assert!((0..1_000).all(|_| capped.following(1_000) <= 2_100));
+        let capped = client_go(1_000, 2_100, 0.5);
+        assert!((0..1_000).all(|_| capped.following(1_000, 1) <= 2_100));
     }
 
     #[test]

@@ -1,0 +1,144 @@
+//! Kubernetes apimachinery's `wait.Backoff`.
+
+use std::time::Duration;
+
+use super::{Step, buildable, mul_f64};
+use crate::ConfigError;
+use crate::error::finite_at_least;
+
+/// apimachinery's `wait.Backoff` {duration, factor, jitter, steps, cap} with
+/// its `Step` semantics.
+///
+/// Each step returns the *current* duration (jittered to
+/// `d + U[0,1)·jitter·d` when `jitter > 0`), then grows the current duration
+/// by `factor`; reaching `cap` sets it to `cap` and zeroes the remaining
+/// steps. Once `steps` reaches zero the duration stops growing and every
+/// further step returns it (jittered). Jitter never feeds back into growth.
+/// It never gives up: callers bound the attempts themselves.
+///
+/// Defaults: factor 1, jitter 0, steps 1, no cap (`Duration::ZERO` means no
+/// cap, as in Go).
+///
+/// ```
+/// use keyed_backoff::strategy::WaitBackoff;
+/// use std::time::Duration;
+/// let s = WaitBackoff::new(Duration::from_millis(10)).factor(5.0).steps(4).build()?;
+/// let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
+/// assert_eq!(ms, [10, 50, 250, 1250, 6250, 6250]);
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WaitBackoff {
+    duration: Duration,
+    factor: f64,
+    jitter: f64,
+    steps: u32,
+    cap: Duration,
+    seed: Option<u64>,
+}
+
+impl WaitBackoff {
+    /// Starts at `duration`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::WaitBackoff;
+    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10));
+    /// ```
+    pub fn new(duration: Duration) -> Self {
+        WaitBackoff {
+            duration,
+            factor: 1.0,
+            jitter: 0.0,
+            steps: 1,
+            cap: Duration::ZERO,
+            seed: None,
+        }
+    }
+
+    /// Growth factor per step (0 means no growth). Default 1.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::WaitBackoff;
+    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).factor(2.0);
+    /// ```
+    pub fn factor(mut self, factor: f64) -> Self {
+        self.factor = factor;
+        self
+    }
+
+    /// Jitter factor: each returned value is `d + U[0,1)·jitter·d`. Default 0.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::WaitBackoff;
+    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).jitter(0.1);
+    /// ```
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Steps during which the duration grows. Default 1.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::WaitBackoff;
+    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).steps(5);
+    /// ```
+    pub fn steps(mut self, steps: u32) -> Self {
+        self.steps = steps;
+        self
+    }
+
+    /// Cap on the grown duration; reaching it ends growth. Default
+    /// `Duration::ZERO`: no cap.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::WaitBackoff;
+    /// use std::time::Duration;
+    /// let _ = WaitBackoff::new(Duration::from_millis(10)).cap(Duration::from_secs(1));
+    /// ```
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// The un-jittered duration and remaining steps after `n` calls to Step.
+    fn state_after(&self, n: u32) -> (Duration, u32) {
+        let (mut d, mut steps) = (self.duration, self.steps);
+        for _ in 0..n {
+            if steps < 1 {
+                break; // no further change
+            }
+            steps -= 1;
+            if self.factor != 0.0 {
+                // Go: time.Duration(float64(d) * factor), truncated to ns.
+                d = Duration::from_nanos((d.as_nanos() as f64 * self.factor) as u64);
+                if !self.cap.is_zero() && d > self.cap {
+                    d = self.cap;
+                    steps = 0;
+                }
+            }
+        }
+        (d, steps)
+    }
+}
+buildable!(WaitBackoff);
+
+impl Step for WaitBackoff {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        let (d, _) = self.state_after(n);
+        Some(if self.jitter > 0.0 {
+            d.saturating_add(mul_f64(d, unit() * self.jitter))
+        } else {
+            d
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        finite_at_least("factor", self.factor, 0.0)?;
+        finite_at_least("jitter", self.jitter, 0.0).map(drop)
+    }
+}

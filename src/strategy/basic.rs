@@ -1,0 +1,225 @@
+//! Deterministic families: constant, linear, exponential.
+
+use std::time::Duration;
+
+use super::{Step, buildable, grown};
+use crate::ConfigError;
+use crate::error::finite_at_least;
+
+/// The same delay every time: `d`.
+///
+/// Defaults: no attempt limit.
+///
+/// ```
+/// use keyed_backoff::strategy::Constant;
+/// use std::time::Duration;
+/// let s = Constant::new(Duration::from_secs(2)).max_attempts(3).build()?;
+/// assert_eq!(s.iter().collect::<Vec<_>>(), vec![Duration::from_secs(2); 3]);
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Constant {
+    delay: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl Constant {
+    /// A constant delay `d`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Constant;
+    /// let _ = Constant::new(std::time::Duration::from_millis(10));
+    /// ```
+    pub fn new(d: Duration) -> Self {
+        Constant {
+            delay: d,
+            max_attempts: None,
+            seed: None,
+        }
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Constant;
+    /// let s = Constant::new(std::time::Duration::from_millis(10)).max_attempts(0).build()?;
+    /// assert_eq!(s.iter().next(), None);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+buildable!(Constant);
+
+impl Step for Constant {
+    fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        within(n, self.max_attempts).then_some(self.delay)
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// Grows by a fixed step: `min(cap, initial + n·step)`.
+///
+/// Defaults: no cap, no attempt limit.
+///
+/// ```
+/// use keyed_backoff::strategy::Linear;
+/// use std::time::Duration;
+/// let s = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(3)).build()?;
+/// let secs: Vec<u64> = s.iter().take(5).map(|d| d.as_secs()).collect();
+/// assert_eq!(secs, [1, 2, 3, 3, 3]);
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Linear {
+    initial: Duration,
+    step: Duration,
+    cap: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl Linear {
+    /// Starts at `initial`, adds `step` each time.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Linear;
+    /// use std::time::Duration;
+    /// let _ = Linear::new(Duration::from_secs(1), Duration::from_millis(500));
+    /// ```
+    pub fn new(initial: Duration, step: Duration) -> Self {
+        Linear {
+            initial,
+            step,
+            cap: Duration::MAX,
+            max_attempts: None,
+            seed: None,
+        }
+    }
+
+    /// Largest delay. Default: [`Duration::MAX`] (no cap).
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Linear;
+    /// use std::time::Duration;
+    /// let _ = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(10));
+    /// ```
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Linear;
+    /// use std::time::Duration;
+    /// let s = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).max_attempts(4).build()?;
+    /// assert_eq!(s.iter().count(), 4);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+buildable!(Linear);
+
+impl Step for Linear {
+    fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        within(n, self.max_attempts).then(|| {
+            self.initial
+                .saturating_add(self.step.saturating_mul(n))
+                .min(self.cap)
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// Multiplies by a factor: `min(cap, base·factor^n)`.
+///
+/// Defaults: no cap, no attempt limit. `factor` must be finite and `>= 1`.
+///
+/// ```
+/// use keyed_backoff::strategy::Exponential;
+/// use std::time::Duration;
+/// let s = Exponential::new(Duration::from_millis(5), 2.0).cap(Duration::from_millis(2000)).build()?;
+/// let ms: Vec<u128> = s.iter().take(4).map(|d| d.as_millis()).collect();
+/// assert_eq!(ms, [5, 10, 20, 40]);
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Exponential {
+    base: Duration,
+    factor: f64,
+    cap: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl Exponential {
+    /// Starts at `base`, multiplies by `factor` each time.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Exponential;
+    /// let _ = Exponential::new(std::time::Duration::from_millis(100), 1.5);
+    /// ```
+    pub fn new(base: Duration, factor: f64) -> Self {
+        Exponential {
+            base,
+            factor,
+            cap: Duration::MAX,
+            max_attempts: None,
+            seed: None,
+        }
+    }
+
+    /// Largest delay. Default: [`Duration::MAX`] (no cap).
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Exponential;
+    /// use std::time::Duration;
+    /// let _ = Exponential::new(Duration::from_millis(100), 2.0).cap(Duration::from_secs(30));
+    /// ```
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Exponential;
+    /// use std::time::Duration;
+    /// let s = Exponential::new(Duration::from_millis(1), 2.0).max_attempts(5).build()?;
+    /// assert_eq!(s.iter().count(), 5);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+buildable!(Exponential);
+
+impl Step for Exponential {
+    fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        within(n, self.max_attempts).then(|| grown(self.base, self.factor, n, self.cap))
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        finite_at_least("factor", self.factor, 1.0).map(drop)
+    }
+}
+
+/// Whether delay number `n` (0-based) is allowed under `max_attempts`.
+#[inline]
+pub(crate) fn within(n: u32, max_attempts: Option<u32>) -> bool {
+    max_attempts.is_none_or(|m| n < m)
+}

@@ -1,0 +1,384 @@
+//! Classic published schemes: Ethernet, Hadoop, Google Cloud, cenkalti.
+
+use std::time::Duration;
+
+use super::basic::within;
+use super::{Step, between, buildable, grown, mul_f64};
+use crate::ConfigError;
+use crate::error::finite_at_least;
+
+/// Ethernet's truncated binary exponential backoff (IEEE 802.3).
+///
+/// After the `k`-th collision (`k = n + 1`) wait `r` slot times with `r`
+/// uniform in `[0, 2^min(k, 10) − 1]`. After 16 attempts the frame is
+/// dropped: the iterator yields 15 delays, then `None`.
+///
+/// ```
+/// use keyed_backoff::strategy::Ethernet;
+/// use std::time::Duration;
+/// let slot = Duration::from_nanos(51_200); // 10 Mb/s slot time
+/// let s = Ethernet::new(slot).seed(2).build()?;
+/// let delays: Vec<Duration> = s.iter().collect();
+/// assert_eq!(delays.len(), 15);
+/// assert!(delays[0] <= slot); // r ∈ {0, 1}
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Ethernet {
+    slot: Duration,
+    seed: Option<u64>,
+}
+
+impl Ethernet {
+    /// Backoff in units of `slot`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Ethernet;
+    /// let _ = Ethernet::new(std::time::Duration::from_nanos(51_200));
+    /// ```
+    pub fn new(slot: Duration) -> Self {
+        Ethernet { slot, seed: None }
+    }
+}
+buildable!(Ethernet);
+
+impl Step for Ethernet {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        let collision = n.saturating_add(1);
+        if collision >= 16 {
+            return None;
+        }
+        let slots = 1u32 << collision.min(10);
+        let r = ((unit() * f64::from(slots)) as u32).min(slots - 1);
+        Some(self.slot.saturating_mul(r))
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// Hadoop's `RetryPolicies.exponentialBackoffRetry`: retry `n` (0-based)
+/// waits `min(cap, sleep·2^(n+1)) · U[0.5, 1.5)`, for at most `max_retries`.
+///
+/// Defaults: no cap.
+///
+/// ```
+/// use keyed_backoff::strategy::Hadoop;
+/// use std::time::Duration;
+/// let s = Hadoop::new(Duration::from_millis(100), 3).seed(1).build()?;
+/// let d: Vec<Duration> = s.iter().collect();
+/// assert_eq!(d.len(), 3);
+/// assert!(d[0] >= Duration::from_millis(100) && d[0] < Duration::from_millis(300));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Hadoop {
+    sleep: Duration,
+    max_retries: u32,
+    cap: Duration,
+    seed: Option<u64>,
+}
+
+impl Hadoop {
+    /// Base `sleep`, at most `max_retries` retries.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Hadoop;
+    /// let _ = Hadoop::new(std::time::Duration::from_millis(100), 5);
+    /// ```
+    pub fn new(sleep: Duration, max_retries: u32) -> Self {
+        Hadoop {
+            sleep,
+            max_retries,
+            cap: Duration::MAX,
+            seed: None,
+        }
+    }
+
+    /// Cap applied before the random factor. Default: none.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Hadoop;
+    /// use std::time::Duration;
+    /// let _ = Hadoop::new(Duration::from_millis(100), 5).cap(Duration::from_secs(10));
+    /// ```
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+}
+buildable!(Hadoop);
+
+impl Step for Hadoop {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        within(n, Some(self.max_retries)).then(|| {
+            mul_f64(
+                grown(self.sleep, 2.0, n.saturating_add(1), self.cap),
+                0.5 + unit(),
+            )
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// Google Cloud's truncated exponential backoff: retry `n` (0-based) waits
+/// `min(max_backoff, 2^n s + U[0, 1000 ms])`.
+///
+/// Defaults: `max_backoff` 32 s, no attempt limit.
+///
+/// ```
+/// use keyed_backoff::strategy::GoogleCloud;
+/// use std::time::Duration;
+/// let s = GoogleCloud::new().seed(5).build()?;
+/// let first = s.iter().next().unwrap();
+/// assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(2));
+/// assert!(s.iter().take(10).all(|d| d <= Duration::from_secs(32)));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct GoogleCloud {
+    max_backoff: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl Default for GoogleCloud {
+    fn default() -> Self {
+        GoogleCloud {
+            max_backoff: Duration::from_secs(32),
+            max_attempts: None,
+            seed: None,
+        }
+    }
+}
+
+impl GoogleCloud {
+    /// The documented scheme with a 32 s maximum.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::GoogleCloud;
+    /// let _ = GoogleCloud::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Largest delay. Default 32 s (Google suggests 32 or 64 s).
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::GoogleCloud;
+    /// let _ = GoogleCloud::new().max_backoff(std::time::Duration::from_secs(64));
+    /// ```
+    pub fn max_backoff(mut self, d: Duration) -> Self {
+        self.max_backoff = d;
+        self
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::GoogleCloud;
+    /// let s = GoogleCloud::new().max_attempts(4).build()?;
+    /// assert_eq!(s.iter().count(), 4);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+buildable!(GoogleCloud);
+
+impl Step for GoogleCloud {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        within(n, self.max_attempts).then(|| {
+            let exp = grown(Duration::from_secs(1), 2.0, n, Duration::MAX);
+            exp.saturating_add(between(Duration::ZERO, Duration::from_millis(1000), unit()))
+                .min(self.max_backoff)
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// cenkalti/backoff's `ExponentialBackOff` (Go).
+///
+/// The interval starts at `initial` and is multiplied by `multiplier` after
+/// each delay, up to `max_interval`; each delay is the interval randomised
+/// to `interval·U[1−r, 1+r]` (the cap applies to the interval, not to the
+/// randomised value). It gives up once the elapsed time plus the next delay
+/// would exceed `max_elapsed`. cenkalti measures elapsed wall time; a
+/// stateless step cannot, so here elapsed time is the sum of the
+/// un-randomised intervals before this delay (the retry drivers also check
+/// real elapsed time on their own clock).
+///
+/// Defaults (cenkalti's): initial 500 ms, randomization 0.5, multiplier 1.5,
+/// max interval 60 s, max elapsed 15 min (`Duration::ZERO`: never stop).
+///
+/// ```
+/// use keyed_backoff::strategy::Cenkalti;
+/// use std::time::Duration;
+/// let s = Cenkalti::new().seed(3).build()?;
+/// let first = s.iter().next().unwrap();
+/// assert!(first >= Duration::from_millis(250) && first <= Duration::from_millis(750));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Cenkalti {
+    initial: Duration,
+    randomization: f64,
+    multiplier: f64,
+    max_interval: Duration,
+    max_elapsed: Duration,
+    seed: Option<u64>,
+}
+
+impl Default for Cenkalti {
+    fn default() -> Self {
+        Cenkalti {
+            initial: Duration::from_millis(500),
+            randomization: 0.5,
+            multiplier: 1.5,
+            max_interval: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(15 * 60),
+            seed: None,
+        }
+    }
+}
+
+impl Cenkalti {
+    /// cenkalti's defaults.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// let _ = Cenkalti::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// First interval. Default 500 ms.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// let _ = Cenkalti::new().initial(std::time::Duration::from_millis(100));
+    /// ```
+    pub fn initial(mut self, d: Duration) -> Self {
+        self.initial = d;
+        self
+    }
+
+    /// Randomization factor `r`, in `[0, 1]`. Default 0.5.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// assert_eq!(Cenkalti::new().randomization(1.5).build().unwrap_err().field(), "randomization");
+    /// ```
+    pub fn randomization(mut self, r: f64) -> Self {
+        self.randomization = r;
+        self
+    }
+
+    /// Interval multiplier, `>= 1`. Default 1.5.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// let _ = Cenkalti::new().multiplier(2.0);
+    /// ```
+    pub fn multiplier(mut self, m: f64) -> Self {
+        self.multiplier = m;
+        self
+    }
+
+    /// Cap on the interval. Default 60 s.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// let _ = Cenkalti::new().max_interval(std::time::Duration::from_secs(10));
+    /// ```
+    pub fn max_interval(mut self, d: Duration) -> Self {
+        self.max_interval = d;
+        self
+    }
+
+    /// Stop once this much time would be spent waiting. Default 15 min;
+    /// `Duration::ZERO` never stops.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Cenkalti;
+    /// let _ = Cenkalti::new().max_elapsed(std::time::Duration::ZERO);
+    /// ```
+    pub fn max_elapsed(mut self, d: Duration) -> Self {
+        self.max_elapsed = d;
+        self
+    }
+
+    /// The un-randomised interval of delay `n` (0-based).
+    fn interval(&self, n: u32) -> Duration {
+        let mut interval = self.initial;
+        for _ in 0..n {
+            if interval.as_secs_f64() >= self.max_interval.as_secs_f64() / self.multiplier {
+                return self.max_interval;
+            }
+            interval = Duration::from_nanos((interval.as_nanos() as f64 * self.multiplier) as u64);
+        }
+        interval
+    }
+}
+buildable!(Cenkalti);
+
+impl Step for Cenkalti {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        let interval = self.interval(n);
+        let r = self.randomization;
+        let delay = if r == 0.0 {
+            interval
+        } else {
+            let i = interval.as_nanos() as f64;
+            let (lo, hi) = (i - r * i, i + r * i);
+            // cenkalti draws from [lo, hi + 1 ns).
+            Duration::from_nanos((lo + unit() * (hi - lo + 1.0)) as u64)
+        };
+        if !self.max_elapsed.is_zero() {
+            let elapsed: Duration = (0..n).map(|k| self.interval(k)).sum();
+            if elapsed.saturating_add(delay) > self.max_elapsed {
+                return None;
+            }
+        }
+        Some(delay)
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        let r = finite_at_least("randomization", self.randomization, 0.0)?;
+        if r > 1.0 {
+            return Err(ConfigError::new(
+                "randomization",
+                "a finite number in [0, 1]",
+                r,
+            ));
+        }
+        finite_at_least("multiplier", self.multiplier, 1.0).map(drop)
+    }
+}

@@ -1,0 +1,335 @@
+//! Randomised families: AWS's full, equal and decorrelated jitter, and
+//! client-go's factor jitter.
+
+use std::time::Duration;
+
+use super::basic::within;
+use super::{Step, between, buildable, grown, mul_f64};
+use crate::ConfigError;
+use crate::clock::saturating_nanos;
+use crate::error::finite_at_least;
+
+/// AWS "full jitter": `U(0, v)` with `v = min(cap, base·2^n)`.
+///
+/// Defaults: no attempt limit. The mean of delay `n` is `v/2`.
+///
+/// ```
+/// use keyed_backoff::strategy::FullJitter;
+/// use std::time::Duration;
+/// let s = FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)).seed(1).build()?;
+/// assert!(s.iter().take(20).all(|d| d < Duration::from_secs(2)));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FullJitter {
+    base: Duration,
+    cap: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+/// AWS "equal jitter": `v/2 + U(0, v/2)` with `v = min(cap, base·2^n)`.
+///
+/// Defaults: no attempt limit. The mean of delay `n` is `3v/4`.
+///
+/// ```
+/// use keyed_backoff::strategy::EqualJitter;
+/// use std::time::Duration;
+/// let s = EqualJitter::new(Duration::from_millis(8), Duration::from_secs(2)).seed(1).build()?;
+/// let first = s.iter().next().unwrap();
+/// assert!(first >= Duration::from_millis(4) && first < Duration::from_millis(8));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EqualJitter {
+    base: Duration,
+    cap: Duration,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+macro_rules! capped_exponential_jitter {
+    ($t:ident) => {
+        impl $t {
+            /// Exponential envelope `min(cap, base·2^n)`.
+            ///
+            /// ```
+            /// # use keyed_backoff::strategy::*;
+            /// # use std::time::Duration;
+            #[doc = concat!("let _ = ", stringify!($t), "::new(Duration::from_millis(5), Duration::from_secs(2));")]
+            /// ```
+            pub fn new(base: Duration, cap: Duration) -> Self {
+                $t { base, cap, max_attempts: None, seed: None }
+            }
+
+            /// Give up after this many delays. Default: never.
+            ///
+            /// ```
+            /// # use keyed_backoff::strategy::*;
+            /// # use std::time::Duration;
+            #[doc = concat!("let s = ", stringify!($t), "::new(Duration::from_millis(5), Duration::from_secs(2)).max_attempts(3).build()?;")]
+            /// assert_eq!(s.iter().count(), 3);
+            /// # Ok::<(), keyed_backoff::ConfigError>(())
+            /// ```
+            pub fn max_attempts(mut self, n: u32) -> Self {
+                self.max_attempts = Some(n);
+                self
+            }
+
+            fn envelope(&self, n: u32) -> Option<Duration> {
+                within(n, self.max_attempts).then(|| grown(self.base, 2.0, n, self.cap))
+            }
+        }
+        buildable!($t);
+    };
+}
+capped_exponential_jitter!(FullJitter);
+capped_exponential_jitter!(EqualJitter);
+
+impl Step for FullJitter {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        self.envelope(n).map(|v| mul_f64(v, unit()))
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+impl Step for EqualJitter {
+    fn delay(
+        &self,
+        n: u32,
+        _: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        self.envelope(n).map(|v| {
+            let half = v / 2;
+            half + mul_f64(v - half, unit())
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// AWS "decorrelated jitter": `sleep = min(cap, U(base, 3·sleep))`, with
+/// `sleep` starting at `base`.
+///
+/// Exactly as published, the cap is applied after the draw, so in steady
+/// state about 27 % of delays sit exactly at `cap` (every draw above it is
+/// clipped). [`Decorrelated::bounded`] draws `U(base, min(cap, 3·sleep))`
+/// instead and has no such spike.
+///
+/// Defaults: AWS's form (not bounded), no attempt limit.
+///
+/// ```
+/// use keyed_backoff::strategy::Decorrelated;
+/// use std::time::Duration;
+/// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).seed(4).build()?;
+/// assert!(s.iter().take(50).all(|d| d >= Duration::from_millis(5) && d <= Duration::from_secs(2)));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Decorrelated {
+    base: Duration,
+    cap: Duration,
+    bounded: bool,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl Decorrelated {
+    /// AWS's decorrelated jitter between `base` and `cap`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Decorrelated;
+    /// use std::time::Duration;
+    /// let _ = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2));
+    /// ```
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        Decorrelated {
+            base,
+            cap,
+            bounded: false,
+            max_attempts: None,
+            seed: None,
+        }
+    }
+
+    /// The bounded variant: `U(base, min(cap, 3·sleep))`, so the cap bounds
+    /// the draw instead of clipping it.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Decorrelated;
+    /// use std::time::Duration;
+    /// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).bounded().seed(1).build()?;
+    /// assert!(s.iter().take(100).all(|d| d <= Duration::from_secs(2)));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn bounded(mut self) -> Self {
+        self.bounded = true;
+        self
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Decorrelated;
+    /// use std::time::Duration;
+    /// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).max_attempts(2).build()?;
+    /// assert_eq!(s.iter().count(), 2);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+}
+buildable!(Decorrelated);
+
+impl Step for Decorrelated {
+    fn delay(
+        &self,
+        n: u32,
+        previous: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        if !within(n, self.max_attempts) {
+            return None;
+        }
+        let upper = previous.unwrap_or(self.base).saturating_mul(3);
+        Some(if self.bounded {
+            between(self.base, upper.min(self.cap), unit()).min(self.cap)
+        } else {
+            between(self.base, upper, unit()).min(self.cap)
+        })
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// client-go's `flowcontrol.Backoff` rule as a strategy: the first delay is
+/// `initial + U[0,1)·factor·initial` (uncapped, as in client-go), each next
+/// one `min(cap, 2·previous + U[0,1)·factor·previous)`: the jitter is drawn
+/// from the previous delay and added before the cap. Integer nanoseconds,
+/// truncated like Go's conversion, saturating.
+///
+/// This is the keyed manager's default rule.
+///
+/// Defaults: factor 0 (no jitter), no attempt limit. `factor` must be
+/// finite and `>= 0`.
+///
+/// ```
+/// use keyed_backoff::strategy::FactorJitter;
+/// use std::time::Duration;
+/// let s = FactorJitter::new(Duration::from_secs(10), Duration::from_secs(300)).build()?;
+/// let secs: Vec<u64> = s.iter().take(7).map(|d| d.as_secs()).collect();
+/// assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FactorJitter {
+    initial_ns: u64,
+    cap_ns: u64,
+    factor: f64,
+    max_attempts: Option<u32>,
+    seed: Option<u64>,
+}
+
+impl FactorJitter {
+    /// client-go's curve from `initial` doubling to `cap`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::FactorJitter;
+    /// use std::time::Duration;
+    /// let _ = FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60));
+    /// ```
+    pub fn new(initial: Duration, cap: Duration) -> Self {
+        FactorJitter {
+            initial_ns: saturating_nanos(initial),
+            cap_ns: saturating_nanos(cap),
+            factor: 0.0,
+            max_attempts: None,
+            seed: None,
+        }
+    }
+
+    /// Jitter factor (client-go's `maxJitterFactor`). Default 0.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::FactorJitter;
+    /// use std::time::Duration;
+    /// assert!(FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).factor(-1.0).build().is_err());
+    /// ```
+    pub fn factor(mut self, factor: f64) -> Self {
+        self.factor = factor;
+        self
+    }
+
+    /// Give up after this many delays. Default: never.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::FactorJitter;
+    /// use std::time::Duration;
+    /// let s = FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).max_attempts(3).build()?;
+    /// assert_eq!(s.iter().count(), 3);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    #[inline]
+    fn jitter(&self, delay_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
+        if self.factor == 0.0 {
+            return 0;
+        }
+        // `as` truncates toward zero like Go's conversion and saturates.
+        (unit() * self.factor * delay_ns as f64) as u64
+    }
+
+    /// The first delay, in nanoseconds.
+    #[inline]
+    pub(crate) fn first_ns(&self, unit: &mut dyn FnMut() -> f64) -> u64 {
+        self.initial_ns
+            .saturating_add(self.jitter(self.initial_ns, unit))
+    }
+
+    /// The delay after `previous_ns`, in nanoseconds.
+    #[inline]
+    pub(crate) fn following_ns(&self, previous_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
+        previous_ns
+            .saturating_mul(2)
+            .saturating_add(self.jitter(previous_ns, unit))
+            .min(self.cap_ns)
+    }
+}
+buildable!(FactorJitter);
+
+impl Step for FactorJitter {
+    fn delay(
+        &self,
+        n: u32,
+        previous: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        if !within(n, self.max_attempts) {
+            return None;
+        }
+        let ns = match previous {
+            None => self.first_ns(unit),
+            Some(p) => self.following_ns(saturating_nanos(p), unit),
+        };
+        Some(Duration::from_nanos(ns))
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        finite_at_least("factor", self.factor, 0.0).map(drop)
+    }
+}

@@ -1,0 +1,289 @@
+//! Delay formulas, as validated strategies that make fresh iterators of
+//! [`Duration`].
+//!
+//! Every strategy implements [`Step`]: given `n`, the number of delays
+//! already produced (0 for the first), the previous delay and a source of
+//! uniform draws in `[0, 1)`, it returns the next delay or `None` to give up.
+//! The same `Step` drives [`Delays`] (an iterator, for retry loops) and the
+//! keyed manager ([`BackoffBuilder::strategy`](crate::BackoffBuilder::strategy)).
+//!
+//! Each strategy type is its own builder: construct it with its required
+//! values, chain setters (every default is written in the setter's doc), and
+//! call `build()` to validate it into a [`Strategy`], which makes iterators.
+//!
+//! | strategy | delay `n` (0-based), `v = min(cap, base·2^n)` | source |
+//! |---|---|---|
+//! | [`Constant`] | `d` | — |
+//! | [`Linear`] | `min(cap, initial + n·step)` | — |
+//! | [`Exponential`] | `min(cap, base·factor^n)` | — |
+//! | [`FullJitter`] | `U(0, v)` | AWS, "Exponential Backoff and Jitter" (2015) |
+//! | [`EqualJitter`] | `v/2 + U(0, v/2)` | same |
+//! | [`Decorrelated`] | `min(cap, U(base, 3·prev))`, `prev₀ = base` | same |
+//! | [`Decorrelated::bounded`] | `U(base, min(cap, 3·prev))` | this crate |
+//! | [`FactorJitter`] | `initial + U·f·initial`, then `min(cap, 2·prev + U·f·prev)` | client-go `flowcontrol.Backoff` |
+//! | [`WaitBackoff`] | apimachinery `wait.Backoff.Step` | k8s apimachinery |
+//! | [`Ethernet`] | `slot · r`, `r ∈ [0, 2^min(n+1, 10) − 1]`, gives up after 16 attempts | IEEE 802.3 |
+//! | [`Hadoop`] | `min(cap, sleep·2^(n+1)) · U[0.5, 1.5)` | Hadoop `RetryPolicies` |
+//! | [`GoogleCloud`] | `min(max_backoff, 2^n s + U[0, 1000 ms])` | Google Cloud retry guidance |
+//! | [`Cenkalti`] | `interval·U[1−r, 1+r]`, interval `×1.5` up to 60 s, stop after 15 min | cenkalti/backoff |
+//!
+//! ```
+//! use keyed_backoff::strategy::Exponential;
+//! use std::time::Duration;
+//!
+//! let s = Exponential::new(Duration::from_millis(100), 2.0)
+//!     .cap(Duration::from_secs(1))
+//!     .max_attempts(6)
+//!     .build()?;
+//! let ms: Vec<u128> = s.iter().map(|d| d.as_millis()).collect();
+//! assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+//! # Ok::<(), keyed_backoff::ConfigError>(())
+//! ```
+
+mod apimachinery;
+mod basic;
+mod classic;
+mod jitter;
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+pub use apimachinery::WaitBackoff;
+pub use basic::{Constant, Exponential, Linear};
+pub use classic::{Cenkalti, Ethernet, GoogleCloud, Hadoop};
+pub use jitter::{Decorrelated, EqualJitter, FactorJitter, FullJitter};
+
+use crate::ConfigError;
+
+/// One step of a delay formula.
+///
+/// `n` is the number of delays already produced (0 for the first),
+/// `previous` the last delay produced (`None` before the first), and `unit`
+/// yields independent uniform draws in `[0, 1)`. Returns the next delay, or
+/// `None` to give up.
+///
+/// ```
+/// use keyed_backoff::strategy::{Constant, Step};
+/// use std::time::Duration;
+/// let c = Constant::new(Duration::from_secs(1));
+/// assert_eq!(c.delay(0, None, &mut || 0.5), Some(Duration::from_secs(1)));
+/// ```
+pub trait Step: Debug + Send + Sync + 'static {
+    /// The delay after `n` delays, the last of which was `previous`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{Linear, Step};
+    /// use std::time::Duration;
+    /// let l = Linear::new(Duration::from_secs(1), Duration::from_secs(2));
+    /// assert_eq!(l.delay(2, None, &mut || 0.0), Some(Duration::from_secs(5)));
+    /// ```
+    fn delay(
+        &self,
+        n: u32,
+        previous: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration>;
+
+    /// Checks every parameter; `build()` calls it.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{Exponential, Step};
+    /// use std::time::Duration;
+    /// assert!(Exponential::new(Duration::from_secs(1), f64::NAN).validate().is_err());
+    /// ```
+    fn validate(&self) -> Result<(), ConfigError>;
+}
+
+/// A validated strategy: makes fresh iterators of delays.
+///
+/// ```
+/// use keyed_backoff::strategy::Constant;
+/// use std::time::Duration;
+/// let s = Constant::new(Duration::from_millis(5)).max_attempts(2).build()?;
+/// assert_eq!(s.iter().count(), 2);
+/// assert_eq!(s.iter().count(), 2); // each iterator starts afresh
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Strategy<S> {
+    step: S,
+    seed: Option<u64>,
+}
+
+impl<S: Step + Clone> Strategy<S> {
+    /// Validates `step`; draws are seeded with `seed`, or randomly if `None`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{FullJitter, Strategy};
+    /// use std::time::Duration;
+    /// let s = Strategy::new(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)), Some(1))?;
+    /// assert!(s.iter().next().is_some());
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn new(step: S, seed: Option<u64>) -> Result<Self, ConfigError> {
+        step.validate()?;
+        Ok(Strategy { step, seed })
+    }
+
+    /// A fresh iterator of delays.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Constant;
+    /// use std::time::Duration;
+    /// let s = Constant::new(Duration::from_secs(1)).build()?;
+    /// assert_eq!(s.iter().take(3).count(), 3);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn iter(&self) -> Delays<S> {
+        let rng = match self.seed {
+            Some(seed) => SmallRng::seed_from_u64(seed),
+            None => SmallRng::seed_from_u64(rand::random()),
+        };
+        Delays {
+            step: self.step.clone(),
+            n: 0,
+            previous: None,
+            rng,
+        }
+    }
+
+    /// The formula itself.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::Constant;
+    /// use std::time::Duration;
+    /// let s = Constant::new(Duration::from_secs(1)).build()?;
+    /// let _step: &Constant = s.step();
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn step(&self) -> &S {
+        &self.step
+    }
+
+    pub(crate) fn into_parts(self) -> (S, Option<u64>) {
+        (self.step, self.seed)
+    }
+}
+
+impl<S: Step + Clone> IntoIterator for &Strategy<S> {
+    type Item = Duration;
+    type IntoIter = Delays<S>;
+    fn into_iter(self) -> Delays<S> {
+        self.iter()
+    }
+}
+
+/// An iterator of delays from one strategy; `None` means give up.
+///
+/// ```
+/// use keyed_backoff::strategy::Ethernet;
+/// use std::time::Duration;
+/// let s = Ethernet::new(Duration::from_micros(51)).seed(3).build()?;
+/// assert_eq!(s.iter().count(), 15); // 16 attempts: 15 waits, then give up
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Delays<S> {
+    step: S,
+    n: u32,
+    previous: Option<Duration>,
+    rng: SmallRng,
+}
+
+impl<S: Step> Iterator for Delays<S> {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let rng = &mut self.rng;
+        let d = self
+            .step
+            .delay(self.n, self.previous, &mut || rng.random::<f64>())?;
+        self.n = self.n.saturating_add(1);
+        self.previous = Some(d);
+        Some(d)
+    }
+}
+
+/// `d · k`, saturating; `k` must be finite and non-negative.
+#[inline]
+pub(crate) fn mul_f64(d: Duration, k: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * k).unwrap_or(Duration::MAX)
+}
+
+/// `min(cap, base · factor^n)`, saturating.
+#[inline]
+pub(crate) fn grown(base: Duration, factor: f64, n: u32, cap: Duration) -> Duration {
+    let exp = i32::try_from(n).unwrap_or(i32::MAX);
+    mul_f64(base, factor.powi(exp)).min(cap)
+}
+
+/// A uniform draw in `[lo, hi)` (or `lo` when `hi <= lo`).
+#[inline]
+pub(crate) fn between(lo: Duration, hi: Duration, u: f64) -> Duration {
+    if hi <= lo {
+        lo
+    } else {
+        lo + mul_f64(hi - lo, u)
+    }
+}
+
+/// Implements `build()` and `seed()` for a strategy type with a `seed` field.
+macro_rules! buildable {
+    ($t:ty) => {
+        impl $t {
+            /// Seed for the random draws, for reproducible sequences.
+            /// Default: random per iterator.
+            ///
+            /// ```
+            /// # use keyed_backoff::strategy::*;
+            /// # use std::time::Duration;
+            /// // Two iterators from one seeded strategy give the same delays.
+            /// let s = FullJitter::new(Duration::from_millis(5), Duration::from_secs(1)).seed(9).build()?;
+            /// assert_eq!(s.iter().take(5).collect::<Vec<_>>(), s.iter().take(5).collect::<Vec<_>>());
+            /// # Ok::<(), keyed_backoff::ConfigError>(())
+            /// ```
+            pub fn seed(mut self, seed: u64) -> Self {
+                self.seed = Some(seed);
+                self
+            }
+
+            /// Validates the parameters and returns the strategy.
+            ///
+            /// ```
+            /// # use keyed_backoff::strategy::*;
+            /// # use std::time::Duration;
+            /// assert!(Exponential::new(Duration::from_secs(1), 0.5).build().is_err());
+            /// ```
+            pub fn build(self) -> Result<$crate::strategy::Strategy<Self>, $crate::ConfigError> {
+                let seed = self.seed;
+                $crate::strategy::Strategy::new(self, seed)
+            }
+        }
+    };
+}
+pub(crate) use buildable;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_saturate() {
+        assert_eq!(mul_f64(Duration::MAX, 2.0), Duration::MAX);
+        assert_eq!(
+            grown(
+                Duration::from_secs(1),
+                2.0,
+                u32::MAX,
+                Duration::from_secs(9)
+            ),
+            Duration::from_secs(9)
+        );
+        assert_eq!(
+            between(Duration::from_secs(3), Duration::from_secs(1), 0.9),
+            Duration::from_secs(3)
+        );
+    }
+}
