@@ -52,9 +52,11 @@
 //! client-go itself. `docs/semantics.md` lists each behaviour side by side
 //! with client-go and says where this crate saturates instead of wrapping.
 
+pub mod budget;
 pub mod clock;
 mod error;
 mod keyed;
+pub mod retry;
 pub mod strategy;
 
 pub use error::ConfigError;

@@ -124,6 +124,13 @@ impl WaitBackoff {
 buildable!(WaitBackoff);
 
 impl Step for WaitBackoff {
+    fn cap(&self) -> Duration {
+        if self.cap.is_zero() {
+            Duration::MAX
+        } else {
+            mul_f64(self.cap, 1.0 + self.jitter)
+        }
+    }
     fn delay(
         &self,
         n: u32,

@@ -55,6 +55,9 @@ impl Constant {
 buildable!(Constant);
 
 impl Step for Constant {
+    fn cap(&self) -> Duration {
+        self.delay
+    }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
         within(n, self.max_attempts).then_some(self.delay)
     }
@@ -131,6 +134,9 @@ impl Linear {
 buildable!(Linear);
 
 impl Step for Linear {
+    fn cap(&self) -> Duration {
+        self.cap
+    }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
         within(n, self.max_attempts).then(|| {
             self.initial
@@ -210,6 +216,9 @@ impl Exponential {
 buildable!(Exponential);
 
 impl Step for Exponential {
+    fn cap(&self) -> Duration {
+        self.cap
+    }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
         within(n, self.max_attempts).then(|| grown(self.base, self.factor, n, self.cap))
     }

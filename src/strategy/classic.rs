@@ -43,6 +43,9 @@ impl Ethernet {
 buildable!(Ethernet);
 
 impl Step for Ethernet {
+    fn cap(&self) -> Duration {
+        self.slot.saturating_mul(1023)
+    }
     fn delay(
         &self,
         n: u32,
@@ -115,6 +118,9 @@ impl Hadoop {
 buildable!(Hadoop);
 
 impl Step for Hadoop {
+    fn cap(&self) -> Duration {
+        mul_f64(self.cap, 1.5)
+    }
     fn delay(
         &self,
         n: u32,
@@ -202,6 +208,9 @@ impl GoogleCloud {
 buildable!(GoogleCloud);
 
 impl Step for GoogleCloud {
+    fn cap(&self) -> Duration {
+        self.max_backoff
+    }
     fn delay(
         &self,
         n: u32,
@@ -346,6 +355,9 @@ impl Cenkalti {
 buildable!(Cenkalti);
 
 impl Step for Cenkalti {
+    fn cap(&self) -> Duration {
+        mul_f64(self.max_interval, 1.0 + self.randomization)
+    }
     fn delay(
         &self,
         n: u32,

@@ -87,6 +87,9 @@ capped_exponential_jitter!(FullJitter);
 capped_exponential_jitter!(EqualJitter);
 
 impl Step for FullJitter {
+    fn cap(&self) -> Duration {
+        self.cap
+    }
     fn delay(
         &self,
         n: u32,
@@ -101,6 +104,9 @@ impl Step for FullJitter {
 }
 
 impl Step for EqualJitter {
+    fn cap(&self) -> Duration {
+        self.cap
+    }
     fn delay(
         &self,
         n: u32,
@@ -193,6 +199,9 @@ impl Decorrelated {
 buildable!(Decorrelated);
 
 impl Step for Decorrelated {
+    fn cap(&self) -> Duration {
+        self.cap
+    }
     fn delay(
         &self,
         n: u32,
@@ -314,6 +323,9 @@ impl FactorJitter {
 buildable!(FactorJitter);
 
 impl Step for FactorJitter {
+    fn cap(&self) -> Duration {
+        Duration::from_nanos(self.cap_ns.max(self.initial_ns))
+    }
     fn delay(
         &self,
         n: u32,

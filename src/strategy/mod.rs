@@ -95,6 +95,18 @@ pub trait Step: Debug + Send + Sync + 'static {
     /// assert!(Exponential::new(Duration::from_secs(1), f64::NAN).validate().is_err());
     /// ```
     fn validate(&self) -> Result<(), ConfigError>;
+
+    /// The largest delay this strategy can produce; a retry loop caps a
+    /// server's `retry_after` at it. Default [`Duration::MAX`].
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{FullJitter, Step};
+    /// use std::time::Duration;
+    /// assert_eq!(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)).cap(), Duration::from_secs(2));
+    /// ```
+    fn cap(&self) -> Duration {
+        Duration::MAX
+    }
 }
 
 /// A validated strategy: makes fresh iterators of delays.
