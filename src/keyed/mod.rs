@@ -24,6 +24,7 @@ use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
 use expiry::{Expiry, ExpiryCheck};
 use rule::Rule;
+pub(crate) use rule::UnitDraws;
 
 /// The hasher used when none is chosen: foldhash's fast hasher, seeded
 /// randomly per manager so keys from untrusted input cannot be crafted to
@@ -404,6 +405,26 @@ where
             Ok(self.advanced(old, now, now_event, now_tick))
         })
         .map(Entry::backoff)
+    }
+
+    /// Releases table memory left over after entries were removed (for
+    /// example by a large [`gc`](Self::gc)). Locks one shard at a time.
+    ///
+    /// `gc` never shrinks by itself, so its cost stays predictable; call
+    /// this after a collection that removed a large share of the entries.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<u64>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// for k in 0..1_000 { b.next(&k, Instant::now()); }
+    /// for k in 0..1_000 { b.reset(&k); }
+    /// b.shrink_to_fit();
+    /// assert!(b.is_empty());
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.map.shrink_to_fit();
     }
 
     /// The number of entries held, expired ones included.

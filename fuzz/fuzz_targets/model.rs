@@ -1,0 +1,18 @@
+//! Any bytes decode into a config and up to 512 operations; the crate must
+//! not panic and must agree with the reference model on every result.
+//!
+//! Run (stable toolchain): `RUSTC_BOOTSTRAP=1 cargo fuzz run model -- -max_total_time=600`
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/model/mod.rs"]
+mod model;
+
+fuzz_target!(|data: &[u8]| {
+    let (cfg, ops) = model::decode(data);
+    if let Err(disagreement) = model::run(cfg, &ops) {
+        panic!("{disagreement}");
+    }
+});

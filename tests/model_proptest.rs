@@ -1,0 +1,109 @@
+//! Property test: random configs and op sequences give the same result on
+//! the crate and on the reference model (`tests/model/mod.rs`) at every step.
+//!
+//! CI runs 2,000 cases (`PROPTEST_CASES` overrides it); to run millions:
+//! `PROPTEST_CASES=1000000 cargo test --release --test model_proptest`.
+//! Failures are shrunk and their seeds saved in
+//! `proptest-regressions/model_proptest.txt`, which is committed so they are
+//! replayed first on every run.
+
+mod model;
+
+use model::{Config, Event, ExpiryKind, Op, Step};
+use proptest::prelude::*;
+
+/// Durations around the scales that matter: zero, a few ns, odd values,
+/// seconds, the kubelet's 10 s / 300 s.
+fn duration_ns() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        1u64..8,
+        8u64..64,
+        prop::sample::select(vec![
+            1_000_000_000u64,
+            10_000_000_000,
+            60_000_000_000,
+            300_000_000_000
+        ]),
+        0u64..2_000_000_000_000,
+    ]
+}
+
+fn config() -> impl Strategy<Value = Config> {
+    (duration_ns(), duration_ns(), 0u8..3, duration_ns()).prop_map(
+        |(initial, max, kind, window)| Config {
+            initial,
+            max,
+            expiry: match kind {
+                0 => ExpiryKind::TwiceMax,
+                1 => ExpiryKind::Fixed(window),
+                _ => ExpiryKind::Closure(window),
+            },
+        },
+    )
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        Just(Event::Now),
+        duration_ns().prop_map(Event::Ago),
+        duration_ns().prop_map(Event::Ahead),
+        (-2i8..=2).prop_map(Event::BackoffEdge),
+        (-2i8..=2).prop_map(Event::ExpiryEdge),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..3;
+    prop_oneof![
+        3 => prop_oneof![
+            duration_ns().prop_map(Step::Nanos),
+            Just(Step::Initial),
+            Just(Step::Max),
+            (-2i8..=2).prop_map(Step::Window),
+        ]
+        .prop_map(Op::Advance),
+        4 => (key.clone(), event()).prop_map(|(k, e)| Op::Next(k, e)),
+        2 => key.clone().prop_map(Op::TryNext),
+        1 => key.clone().prop_map(Op::Get),
+        2 => (key.clone(), event()).prop_map(|(k, e)| Op::InSince(k, e)),
+        2 => (key.clone(), event()).prop_map(|(k, e)| Op::InSinceUpdate(k, e)),
+        1 => (key.clone(), event()).prop_map(|(k, e)| Op::Remaining(k, e)),
+        1 => key.clone().prop_map(Op::Attempts),
+        1 => key.prop_map(Op::Reset),
+        1 => Just(Op::Gc),
+        1 => Just(Op::Len),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2_000),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn crate_agrees_with_the_model(cfg in config(), ops in prop::collection::vec(op(), 1..120)) {
+        if let Err(disagreement) = model::run(cfg, &ops) {
+            return Err(TestCaseError::fail(disagreement));
+        }
+    }
+}
+
+/// The byte decoder the fuzz target uses must produce valid programs too.
+#[test]
+fn decoded_byte_programs_agree() {
+    let mut state = 0x1234_5678_9abc_def0u64;
+    for _ in 0..300 {
+        let bytes: Vec<u8> = (0..200)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let (cfg, ops) = model::decode(&bytes);
+        model::run(cfg, &ops).unwrap();
+    }
+}
