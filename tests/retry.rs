@@ -171,6 +171,7 @@ fn an_exhausted_strategy_ends_the_loop() {
     assert_eq!((f.attempts, f.reason), (3, GaveUp::StrategyExhausted));
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn async_retry_under_paused_time() {
     let s = exponential();
