@@ -4,7 +4,7 @@
 //! CI runs 2,000 cases (`PROPTEST_CASES` overrides it); to run millions:
 //! `PROPTEST_CASES=1000000 cargo test --release --test model_proptest`.
 //! Failures are shrunk and their seeds saved in
-//! `proptest-regressions/model_proptest.txt`, which is committed so they are
+//! `tests/model_proptest.proptest-regressions`, which is committed so they are
 //! replayed first on every run.
 
 mod model;
