@@ -60,9 +60,11 @@ pub mod retry;
 pub mod strategy;
 
 pub use error::ConfigError;
+#[cfg(feature = "tokio")]
+pub use keyed::GcTask;
 pub use keyed::{
-    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, InBackoff, MAX_ATTEMPTS,
-    MAX_BACKOFF,
+    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, EntryView, GcHandle, InBackoff,
+    MAX_ATTEMPTS, MAX_BACKOFF, Snapshot, SnapshotEntry, Stats,
 };
 
 /// The README's example, compiled and run as a doc test.

@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use super::entry::MAX_BACKOFF;
 use super::expiry::Expiry;
 use super::rule::{Formula, Rule};
-use super::{Backoff, DefaultHashBuilder};
+use super::{Amortized, Backoff, DefaultHashBuilder};
 use crate::clock::{Clock, DefaultClock, saturating_nanos};
 use crate::error::{ConfigError, finite_at_least};
 use crate::strategy::{FactorJitter, Step, Strategy};
@@ -49,6 +49,7 @@ pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     capacity: usize,
     expiry: Expiry<C::Instant>,
     strategy: Option<(Box<dyn Step>, Option<u64>)>,
+    amortized_gc: Option<u32>,
     /// Set when `.clock(..)` had to drop a custom expiry written for the
     /// previous clock's instant type; `build` then refuses.
     expiry_lost: bool,
@@ -68,6 +69,7 @@ impl<K> BackoffBuilder<K> {
             capacity: 0,
             expiry: Expiry::TwiceMax,
             strategy: None,
+            amortized_gc: None,
             expiry_lost: false,
             keys: PhantomData,
         }
@@ -145,6 +147,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             capacity: self.capacity,
             expiry,
             strategy: self.strategy,
+            amortized_gc: self.amortized_gc,
             expiry_lost: self.expiry_lost || lost,
             keys: PhantomData,
         }
@@ -221,6 +224,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             capacity: self.capacity,
             expiry: self.expiry,
             strategy: self.strategy,
+            amortized_gc: self.amortized_gc,
             expiry_lost: self.expiry_lost,
             keys: PhantomData,
         }
@@ -273,6 +277,36 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     pub fn strategy<T: Step + Clone>(mut self, strategy: Strategy<T>) -> Self {
         let (step, seed) = strategy.into_parts();
         self.strategy = Some((Box::new(step), seed));
+        self
+    }
+
+    /// Opt-in amortised GC for users who run no GC task: every `every`-th
+    /// `next` also runs [`Backoff::gc`] (one sweeper at a time; others skip
+    /// it). The sweep locks one shard at a time, so readers are not stalled,
+    /// but the calling thread pays for the whole sweep; prefer
+    /// [`Backoff::spawn_gc`] for large maps. Default: off. `every` must be at
+    /// least 1.
+    ///
+    /// dashmap offers no safe way to sweep one shard at a time, which is why
+    /// a sweep covers the whole map.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(5))
+    ///     .clock(clock.clone())
+    ///     .amortized_gc(2)
+    ///     .build()?;
+    /// b.next("old", clock.now());
+    /// clock.advance(Duration::from_secs(11));
+    /// b.next("new", clock.now()); // the 2nd call sweeps: "old" is collected
+    /// assert_eq!(b.len(), 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn amortized_gc(mut self, every: u32) -> Self {
+        self.amortized_gc = Some(every);
         self
     }
 
@@ -343,6 +377,11 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
                 None,
             ),
         };
+        let amortized = match self.amortized_gc {
+            Some(0) => return Err(ConfigError::new("amortized_gc", "at least 1", 0)),
+            Some(every) => Some(Amortized::new(every)),
+            None => None,
+        };
         let seed = self.seed.or(strategy_seed).unwrap_or_else(rand::random);
         let epoch = self.clock.now();
         Ok(Backoff {
@@ -354,6 +393,8 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             max,
             jitter,
             expiry: self.expiry.resolve(max),
+            amortized,
+            counters: Default::default(),
         })
     }
 }

@@ -4,21 +4,29 @@
 //! See [`Backoff`] for the operations and `docs/semantics.md` for every
 //! behaviour side by side with client-go.
 
+mod background;
 mod builder;
 mod entry;
 mod expiry;
+mod observe;
 mod rule;
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
 
+use background::Amortized;
+pub use background::GcHandle;
+#[cfg(feature = "tokio")]
+pub use background::GcTask;
 pub use builder::{BackoffBuilder, DEFAULT_SHARDS};
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
+pub use observe::{EntryView, Snapshot, SnapshotEntry, Stats};
 
 use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
@@ -78,6 +86,15 @@ pub struct Backoff<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     jitter: f64,
     rule: Rule,
     expiry: Expiry<C::Instant>,
+    amortized: Option<Amortized>,
+    counters: GcCounters,
+}
+
+/// Totals reported by [`Backoff::stats`].
+#[derive(Debug, Default)]
+struct GcCounters {
+    gc_runs: AtomicU64,
+    gc_removed: AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone> Backoff<K> {
@@ -153,6 +170,11 @@ where
         let updated: Result<Entry, std::convert::Infallible> = self.update(key, |old, now_tick| {
             Ok(self.advanced(old, event_time, event_tick, now_tick))
         });
+        if let Some(amortized) = &self.amortized {
+            amortized.tick(|| {
+                self.gc();
+            });
+        }
         match updated {
             Ok(entry) => entry.backoff(),
         }
@@ -309,6 +331,10 @@ where
             removed += usize::from(!keep);
             keep
         });
+        self.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .gc_removed
+            .fetch_add(removed as u64, Ordering::Relaxed);
         removed
     }
 

@@ -1,0 +1,243 @@
+//! Collecting garbage without being asked: a background thread, a tokio
+//! task, or an amortised sweep on the callers' own time.
+//!
+//! Keyed state that nobody collects is a slow leak. Each mechanism here holds
+//! only a weak reference to the manager, so it never keeps a dropped manager
+//! alive, and each stops when its handle is dropped.
+
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::Backoff;
+use crate::ConfigError;
+use crate::clock::Clock;
+
+/// A background GC thread; made by [`Backoff::spawn_gc`].
+///
+/// Dropping the handle (or calling [`stop`](Self::stop)) wakes the thread,
+/// waits for it to exit and joins it: the thread never outlives its handle.
+///
+/// ```
+/// use keyed_backoff::Backoff;
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+/// let gc = b.spawn_gc(Duration::from_secs(30))?;
+/// gc.stop(); // returns once the thread has exited
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the handle stops the GC thread"]
+pub struct GcHandle {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl GcHandle {
+    /// Stops the thread and waits for it to exit.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+    /// b.spawn_gc(Duration::from_millis(10))?.stop();
+    /// assert_eq!(Arc::weak_count(&b), 0); // the thread's reference is gone
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for GcHandle {
+    fn drop(&mut self) {
+        let (flag, wake) = &*self.stop;
+        *flag.lock() = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // A panic in gc (a panicking custom expiry) ended the thread
+            // already; there is nothing left to stop.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A background GC task on the tokio runtime; made by
+/// [`Backoff::spawn_gc_task`]. Dropping it aborts the task.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+#[must_use = "dropping the handle stops the GC task"]
+pub struct GcTask {
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[cfg(feature = "tokio")]
+impl GcTask {
+    /// Aborts the task.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+    /// b.spawn_gc_task(Duration::from_secs(30))?.stop();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for GcTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Opt-in amortised GC: every `every`-th `next` runs a sweep, unless another
+/// caller is already sweeping.
+#[derive(Debug)]
+pub(crate) struct Amortized {
+    every: u64,
+    calls: AtomicU64,
+    sweeping: AtomicBool,
+}
+
+impl Amortized {
+    pub(crate) fn new(every: u32) -> Self {
+        Amortized {
+            every: u64::from(every.max(1)),
+            calls: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts one call; runs `sweep` on every `every`-th, one sweeper at a time.
+    #[inline]
+    pub(crate) fn tick(&self, sweep: impl FnOnce()) {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % self.every == 0 && !self.sweeping.swap(true, Ordering::Acquire) {
+            struct Release<'a>(&'a AtomicBool);
+            impl Drop for Release<'_> {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _release = Release(&self.sweeping);
+            sweep();
+        }
+    }
+}
+
+fn positive(interval: Duration) -> Result<Duration, ConfigError> {
+    if interval.is_zero() {
+        Err(ConfigError::new("interval", "greater than zero", "0s"))
+    } else {
+        Ok(interval)
+    }
+}
+
+impl<K, C, S> Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    /// Runs [`gc`](Self::gc) every `interval` (real time) on a background
+    /// thread until the returned handle is dropped or the manager is.
+    ///
+    /// The thread holds only a weak reference, sleeps on a condition
+    /// variable (so stopping is immediate) and is joined by the handle.
+    /// `interval` must be greater than zero.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?);
+    /// let _gc = b.spawn_gc(Duration::from_secs(60))?; // kept alive as long as needed
+    /// assert_eq!(b.spawn_gc(Duration::ZERO).unwrap_err().field(), "interval");
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn spawn_gc(self: &Arc<Self>, interval: Duration) -> Result<GcHandle, ConfigError> {
+        let interval = positive(interval)?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let signal = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("keyed-backoff-gc".into())
+            .spawn(move || {
+                let (flag, wake) = &*signal;
+                loop {
+                    {
+                        let mut stopped = flag.lock();
+                        if !*stopped {
+                            wake.wait_for(&mut stopped, interval);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    match weak.upgrade() {
+                        Some(backoff) => {
+                            backoff.gc();
+                        }
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| ConfigError::new("interval", "a GC thread the OS can start", e))?;
+        Ok(GcHandle {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs [`gc`](Self::gc) every `interval` from a tokio task (the sweep
+    /// itself runs on the blocking pool, so async workers are never held up)
+    /// until the returned handle is dropped or the manager is. Must be
+    /// called inside a tokio runtime. `interval` must be greater than zero.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?);
+    /// let gc = b.spawn_gc_task(Duration::from_secs(60))?;
+    /// drop(gc); // aborts the task
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTask, ConfigError> {
+        let interval = positive(interval)?;
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await; // the first tick is immediate
+            loop {
+                ticks.tick().await;
+                let Some(backoff) = weak.upgrade() else {
+                    return;
+                };
+                // A panic in gc surfaces as a JoinError we have no one to
+                // report to; the next tick tries again.
+                let _ = tokio::task::spawn_blocking(move || backoff.gc()).await;
+            }
+        });
+        Ok(GcTask { task })
+    }
+}

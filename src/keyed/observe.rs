@@ -1,0 +1,409 @@
+//! Seeing what is in backoff and why: per-entry views, counters, snapshots
+//! that survive a restart, and a human-readable dump.
+
+use std::borrow::Borrow;
+use std::fmt::{self, Write as _};
+use std::hash::{BuildHasher, Hash};
+use std::time::{Duration, SystemTime};
+
+use super::Backoff;
+use super::entry::Entry;
+use crate::clock::{Clock, ClockInstant, saturating_nanos};
+
+/// One entry as seen at one instant; from [`Backoff::entries`].
+///
+/// ```
+/// use keyed_backoff::Backoff;
+/// use keyed_backoff::clock::{Clock, MockClock};
+/// use std::time::Duration;
+/// let clock = MockClock::new();
+/// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300)).clock(clock.clone()).build()?;
+/// b.next("pod-a", clock.now());
+/// let views = b.entries();
+/// assert_eq!(views[0].key, "pod-a");
+/// assert_eq!(views[0].remaining, Some(Duration::from_secs(10)));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryView<K, I> {
+    /// The key.
+    pub key: K,
+    /// Its current backoff.
+    pub backoff: Duration,
+    /// `next` calls since the entry started.
+    pub attempts: u32,
+    /// When `next` last updated it, on the manager's clock.
+    pub last_update: I,
+    /// Wait left now, if in backoff.
+    pub remaining: Option<Duration>,
+    /// Stale: the next `next` starts over and `gc` will remove it.
+    pub expired: bool,
+}
+
+/// Counters for metrics; from [`Backoff::stats`].
+///
+/// Export them as gauges (`entries`, `in_backoff`, `expired`) and counters
+/// (`gc_runs`, `gc_removed`) from a periodic task or a scrape handler; for
+/// example with the `metrics` crate:
+/// `gauge!("backoff_entries").set(stats.entries as f64)`.
+///
+/// ```
+/// use keyed_backoff::Backoff;
+/// use std::time::{Duration, Instant};
+/// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+/// b.next("k", Instant::now());
+/// let s = b.stats();
+/// assert_eq!((s.entries, s.in_backoff, s.expired, s.gc_runs), (1, 1, 0, 0));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Entries held.
+    pub entries: usize,
+    /// Entries whose backoff window has not ended.
+    pub in_backoff: usize,
+    /// Expired entries waiting for `gc`.
+    pub expired: usize,
+    /// `gc` calls so far.
+    pub gc_runs: u64,
+    /// Entries removed by `gc` so far.
+    pub gc_removed: u64,
+}
+
+/// A portable copy of a manager's entries, with last-update times as wall
+/// time so they survive a process restart; from [`Backoff::snapshot`].
+/// Serialisable with the `serde` feature.
+///
+/// ```
+/// use keyed_backoff::{Backoff, Snapshot};
+/// use std::time::{Duration, Instant};
+/// let b = Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?;
+/// b.next("pod-a", Instant::now());
+/// let snap: Snapshot<String> = b.snapshot();
+/// let restored = Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?;
+/// assert_eq!(restored.restore(&snap), 1);
+/// assert_eq!(restored.get("pod-a"), Duration::from_secs(10));
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Snapshot<K> {
+    /// The entries.
+    pub entries: Vec<SnapshotEntry<K>>,
+}
+
+/// One entry of a [`Snapshot`].
+///
+/// ```
+/// use keyed_backoff::SnapshotEntry;
+/// use std::time::{Duration, SystemTime};
+/// let e = SnapshotEntry { key: "k", backoff: Duration::from_secs(20), attempts: 2, last_update: SystemTime::now() };
+/// assert_eq!(e.attempts, 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SnapshotEntry<K> {
+    /// The key.
+    pub key: K,
+    /// Its backoff.
+    pub backoff: Duration,
+    /// `next` calls since the entry started.
+    pub attempts: u32,
+    /// Its last update, as wall-clock time.
+    pub last_update: SystemTime,
+}
+
+impl<K, C, S> Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone,
+    C: Clock,
+    S: BuildHasher + Clone,
+{
+    fn view(&self, key: &K, e: Entry, now: C::Instant, now_tick: i64) -> EntryView<K, C::Instant> {
+        EntryView {
+            key: key.clone(),
+            backoff: e.backoff(),
+            attempts: e.attempts(),
+            last_update: self.epoch.offset_by_nanos(e.last_update()),
+            remaining: self.remaining_at(e, now, now_tick),
+            expired: self.expired(now, now_tick, e),
+        }
+    }
+
+    /// Every entry as seen now (one clock read; shards are read one at a
+    /// time, so concurrent updates may or may not be included).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<u32>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// b.next(&7, Instant::now());
+    /// assert_eq!(b.entries().len(), 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn entries(&self) -> Vec<EntryView<K, C::Instant>> {
+        let now = self.clock.now();
+        let now_tick = self.tick(now);
+        self.map
+            .iter()
+            .map(|r| self.view(r.key(), *r.value(), now, now_tick))
+            .collect()
+    }
+
+    /// One key's entry as seen now.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// assert!(b.entry("k").is_none());
+    /// b.next("k", Instant::now());
+    /// assert_eq!(b.entry("k").unwrap().attempts, 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn entry<Q>(&self, key: &Q) -> Option<EntryView<K, C::Instant>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.clock.now();
+        let r = self.map.get(key)?;
+        Some(self.view(r.key(), *r.value(), now, self.tick(now)))
+    }
+
+    /// Counters: entries, in backoff now, expired awaiting GC, GC runs and
+    /// removals. Scans every entry (under read locks, shard by shard).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// b.gc();
+    /// assert_eq!(b.stats().gc_runs, 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let now = self.clock.now();
+        let now_tick = self.tick(now);
+        let mut stats = Stats {
+            gc_runs: self
+                .counters
+                .gc_runs
+                .load(std::sync::atomic::Ordering::Relaxed),
+            gc_removed: self
+                .counters
+                .gc_removed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            ..Stats::default()
+        };
+        for r in self.map.iter() {
+            let e = *r.value();
+            stats.entries += 1;
+            stats.expired += usize::from(self.expired(now, now_tick, e));
+            stats.in_backoff += usize::from(self.remaining_at(e, now, now_tick).is_some());
+        }
+        stats
+    }
+
+    /// A copy of every entry with wall-clock last-update times, taking
+    /// [`SystemTime::now`] as the wall time of the clock's now.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// b.next("k", Instant::now());
+    /// assert_eq!(b.snapshot().entries.len(), 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> Snapshot<K> {
+        self.snapshot_at(SystemTime::now())
+    }
+
+    /// Like [`snapshot`](Self::snapshot), taking `wall_now` as the wall time
+    /// of the clock's now (for tests and simulations).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::{Duration, SystemTime};
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).clock(clock.clone()).build()?;
+    /// b.next("k", clock.now());
+    /// clock.advance(Duration::from_secs(5));
+    /// let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    /// let snap = b.snapshot_at(wall);
+    /// assert_eq!(snap.entries[0].last_update, wall - Duration::from_secs(5));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn snapshot_at(&self, wall_now: SystemTime) -> Snapshot<K> {
+        let now_tick = self.tick(self.clock.now());
+        let entries = self
+            .map
+            .iter()
+            .map(|r| {
+                let e = *r.value();
+                let age = i128::from(now_tick) - i128::from(e.last_update());
+                let last_update = if age >= 0 {
+                    wall_now.saturating_sub(Duration::from_nanos(
+                        u64::try_from(age).unwrap_or(u64::MAX),
+                    ))
+                } else {
+                    wall_now.saturating_add(Duration::from_nanos(
+                        u64::try_from(-age).unwrap_or(u64::MAX),
+                    ))
+                };
+                SnapshotEntry {
+                    key: r.key().clone(),
+                    backoff: e.backoff(),
+                    attempts: e.attempts(),
+                    last_update,
+                }
+            })
+            .collect();
+        Snapshot { entries }
+    }
+
+    /// Rebuilds entries from a snapshot, mapping each wall-clock last update
+    /// onto this manager's clock with [`SystemTime::now`] as the wall time of
+    /// the clock's now. Entries already expired by then are dropped;
+    /// existing entries for the same keys are replaced. Returns how many
+    /// entries were restored.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let a = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// a.next("k", Instant::now());
+    /// a.next("k", Instant::now());
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// b.restore(&a.snapshot());
+    /// assert_eq!((b.get("k"), b.attempts("k")), (Duration::from_secs(2), 2));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn restore(&self, snapshot: &Snapshot<K>) -> usize {
+        self.restore_at(snapshot, SystemTime::now())
+    }
+
+    /// Like [`restore`](Self::restore), taking `wall_now` as the wall time
+    /// of the clock's now.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::MockClock;
+    /// use std::time::{Duration, SystemTime};
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).clock(MockClock::new()).build()?;
+    /// let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    /// let snap = keyed_backoff::Snapshot {
+    ///     entries: vec![keyed_backoff::SnapshotEntry { key: "k".to_string(), backoff: Duration::from_secs(8), attempts: 4, last_update: t0 }],
+    /// };
+    /// assert_eq!(b.restore_at(&snap, t0 + Duration::from_secs(121)), 0); // past 2·max: dropped
+    /// assert_eq!(b.restore_at(&snap, t0 + Duration::from_secs(3)), 1);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn restore_at(&self, snapshot: &Snapshot<K>, wall_now: SystemTime) -> usize {
+        let now = self.clock.now();
+        let now_tick = self.tick(now);
+        let mut restored = 0;
+        for s in &snapshot.entries {
+            let age_ns: i128 = match wall_now.duration_since(s.last_update) {
+                Ok(age) => i128::from(saturating_nanos(age)),
+                Err(ahead) => -i128::from(saturating_nanos(ahead.duration())),
+            };
+            let last_tick = (i128::from(now_tick) - age_ns)
+                .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                as i64;
+            let entry = Entry::new(last_tick, saturating_nanos(s.backoff), s.attempts);
+            if self.expired(now, now_tick, entry) {
+                continue;
+            }
+            self.map.insert(s.key.clone(), entry);
+            restored += 1;
+        }
+        restored
+    }
+}
+
+impl<K, C, S> Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone + fmt::Display,
+    C: Clock,
+    S: BuildHasher + Clone,
+{
+    /// A table of every entry, longest remaining wait first, as an operator
+    /// would print it from a debug endpoint.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300)).clock(clock.clone()).build()?;
+    /// b.next("default/web-0", clock.now());
+    /// let table = b.dump();
+    /// assert!(table.contains("default/web-0"));
+    /// assert!(table.contains("in backoff"));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn dump(&self) -> String {
+        let now = self.clock.now();
+        let mut views = self.entries();
+        views.sort_by(|a, b| {
+            b.remaining
+                .cmp(&a.remaining)
+                .then_with(|| a.key.to_string().cmp(&b.key.to_string()))
+        });
+        let keys: Vec<String> = views.iter().map(|v| v.key.to_string()).collect();
+        let width = keys.iter().map(String::len).max().unwrap_or(3).max(3);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>10}  {:>8}  {:>12}  {:>10}  STATE",
+            "KEY", "BACKOFF", "ATTEMPTS", "UPDATED", "REMAINING"
+        );
+        for (v, key) in views.iter().zip(&keys) {
+            let ago = now.saturating_duration_since(v.last_update);
+            let state = if v.expired {
+                "expired (awaiting gc)"
+            } else if v.remaining.is_some() {
+                "in backoff"
+            } else {
+                "ready"
+            };
+            let _ = writeln!(
+                out,
+                "{key:<width$}  {:>10}  {:>8}  {:>12}  {:>10}  {state}",
+                human(v.backoff),
+                v.attempts,
+                format!("{} ago", human(ago)),
+                v.remaining.map_or_else(|| "-".to_string(), human),
+            );
+        }
+        let s = self.stats();
+        let _ = write!(
+            out,
+            "{} entries, {} in backoff, {} expired; gc: {} runs, {} removed",
+            s.entries, s.in_backoff, s.expired, s.gc_runs, s.gc_removed
+        );
+        out
+    }
+}
+
+/// `1h2m`, `5m0s`, `12.5s`, `250ms`: short and exact enough for a table.
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 3_600 {
+        format!("{}h{}m", secs / 3_600, secs % 3_600 / 60)
+    } else if secs >= 60 {
+        format!("{}m{}s", secs / 60, secs % 60)
+    } else if secs >= 1 {
+        let tenths = d.subsec_millis() / 100;
+        if tenths == 0 {
+            format!("{secs}s")
+        } else {
+            format!("{secs}.{tenths}s")
+        }
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
