@@ -61,9 +61,19 @@ pub struct Run {
     pub calls: u64,
 }
 
-#[derive(PartialEq, PartialOrd)]
+/// An event time, totally ordered (times are never NaN).
 struct At(f64);
+impl PartialEq for At {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
 impl Eq for At {}
+impl PartialOrd for At {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 impl Ord for At {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
