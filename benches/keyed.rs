@@ -135,6 +135,8 @@ struct Fixture<C: Clock> {
     order: Vec<usize>,
     t0: C::Instant,
     crate_: Backoff<String, C>,
+    /// The crate tuned for a small map: 16 shards instead of 1024.
+    crate_16: Backoff<String, C>,
     rwlock: RwLockPort<C>,
     floor: Floor<C>,
 }
@@ -146,11 +148,18 @@ fn fixture<C: Clock + Clone>(n: usize, clock: C) -> Fixture<C> {
         .capacity(n)
         .build()
         .expect("valid");
+    let crate_16 = Backoff::<String>::builder(INITIAL, MAX)
+        .clock(clock.clone())
+        .capacity(n)
+        .shards(16)
+        .build()
+        .expect("valid");
     let rwlock = RwLockPort::new(INITIAL, MAX, clock.clone());
     let mut floor = Floor::new(INITIAL, MAX, clock.clone());
     let t0 = clock.now();
     for k in &keys {
         crate_.next(k.as_str(), t0);
+        crate_16.next(k.as_str(), t0);
         rwlock.next(k, t0);
         floor.next(k, t0);
     }
@@ -159,6 +168,7 @@ fn fixture<C: Clock + Clone>(n: usize, clock: C) -> Fixture<C> {
         keys,
         t0,
         crate_,
+        crate_16,
         rwlock,
         floor,
     }
@@ -175,6 +185,7 @@ fn one_thread<C: Clock>(
         order,
         t0,
         crate_,
+        crate_16,
         rwlock,
         floor,
     } = f;
@@ -184,6 +195,12 @@ fn one_thread<C: Clock>(
         b.iter(|| {
             i = i.wrapping_add(1);
             shared_op(crate_, op, i, &keys[order[i % ORDER_LEN]], t0);
+        })
+    });
+    g.bench_function(format!("{name}/crate_16shards"), |b| {
+        b.iter(|| {
+            i = i.wrapping_add(1);
+            shared_op(crate_16, op, i, &keys[order[i % ORDER_LEN]], t0);
         })
     });
     g.bench_function(format!("{name}/floor"), |b| {
@@ -239,6 +256,9 @@ fn two_threads<C: Clock>(g: &mut BenchmarkGroup<'_, WallTime>, f: &Fixture<C>, o
     let (keys, order, t0) = (&f.keys, &f.order, f.t0);
     g.bench_function(format!("{name}/crate"), |b| {
         b.iter_custom(|iters| threaded(&f.crate_, keys, order, t0, op, 2, iters))
+    });
+    g.bench_function(format!("{name}/crate_16shards"), |b| {
+        b.iter_custom(|iters| threaded(&f.crate_16, keys, order, t0, op, 2, iters))
     });
     g.bench_function(format!("{name}/rwlock"), |b| {
         b.iter_custom(|iters| threaded(&f.rwlock, keys, order, t0, op, 2, iters))
