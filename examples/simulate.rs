@@ -173,33 +173,35 @@ fn closed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn plot(
-    rows: &Rows,
+/// One labelled line per series; shared by every plot here.
+fn line_chart(
     path: &str,
     title: &str,
-    value: fn(&(usize, &'static str, f64, f64)) -> f64,
+    axes: (&str, &str),
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE)?;
-    let xmax = rows.iter().map(|r| r.0).max().unwrap_or(1) as f64;
-    let ymax = rows.iter().map(value).fold(0.0, f64::max) * 1.05;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
-    chart.configure_mesh().x_desc("clients").draw()?;
-    for (i, algorithm) in sim::ALGORITHMS.iter().enumerate() {
-        let color = Palette99::pick(i).stroke_width(2);
-        let points: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.1 == *algorithm)
-            .map(|r| (r.0 as f64, value(r)))
-            .collect();
+        .build_cartesian_2d(x, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(axes.0)
+        .y_desc(axes.1)
+        .draw()?;
+    for (i, (label, points)) in series.iter().enumerate() {
         chart
-            .draw_series(LineSeries::new(points, color))?
-            .label(*algorithm)
+            .draw_series(LineSeries::new(
+                points.clone(),
+                Palette99::pick(i).stroke_width(2),
+            ))?
+            .label(label.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(
                     vec![(x, y), (x + 18, y)],
@@ -215,6 +217,29 @@ fn plot(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+fn plot(
+    rows: &Rows,
+    path: &str,
+    title: &str,
+    value: fn(&(usize, &'static str, f64, f64)) -> f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let xmax = rows.iter().map(|r| r.0).max().unwrap_or(1) as f64;
+    let ymax = rows.iter().map(value).fold(0.0, f64::max) * 1.05;
+    let series: Vec<(String, Vec<(f64, f64)>)> = sim::ALGORITHMS
+        .iter()
+        .map(|a| {
+            (
+                a.to_string(),
+                rows.iter()
+                    .filter(|r| r.1 == *a)
+                    .map(|r| (r.0 as f64, value(r)))
+                    .collect(),
+            )
+        })
+        .collect();
+    line_chart(path, title, ("clients", ""), 0.0..xmax, 0.0..ymax, &series)
 }
 
 fn open(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -257,40 +282,14 @@ fn open(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = &args.svg {
         std::fs::create_dir_all(dir)?;
         let path = format!("{dir}/simulation_open.svg");
-        let root = SVGBackend::new(&path, (900, 520)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Open system, 3 attempts max: attempts per request vs offered load",
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(35)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0.4..2.1f64, 0.9..3.1f64)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered load (× capacity)")
-            .y_desc("amplification")
-            .draw()?;
-        for (i, (label, points)) in series.into_iter().enumerate() {
-            chart
-                .draw_series(LineSeries::new(points, Palette99::pick(i).stroke_width(2)))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(
-                        vec![(x, y), (x + 18, y)],
-                        Palette99::pick(i).stroke_width(2),
-                    )
-                });
-        }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.9))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-        root.present()?;
+        line_chart(
+            &path,
+            "Open system, 3 attempts max: attempts per request vs offered load",
+            ("offered load (× capacity)", "amplification"),
+            0.4..2.1,
+            0.9..3.1,
+            &series,
+        )?;
         eprintln!("wrote {path}");
     }
     Ok(())

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Step, buildable, grown};
+use super::{Step, buildable, grown, limited};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
@@ -38,21 +38,9 @@ impl Constant {
             seed: None,
         }
     }
-
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Constant;
-    /// let s = Constant::new(std::time::Duration::from_millis(10)).max_attempts(0).build()?;
-    /// assert_eq!(s.iter().next(), None);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
 }
 buildable!(Constant);
+limited!(Constant, Constant::new(Duration::from_millis(1)));
 
 impl Step for Constant {
     fn cap(&self) -> Duration {
@@ -116,22 +104,12 @@ impl Linear {
         self.cap = cap;
         self
     }
-
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Linear;
-    /// use std::time::Duration;
-    /// let s = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).max_attempts(4).build()?;
-    /// assert_eq!(s.iter().count(), 4);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
 }
 buildable!(Linear);
+limited!(
+    Linear,
+    Linear::new(Duration::from_secs(1), Duration::from_secs(1))
+);
 
 impl Step for Linear {
     fn cap(&self) -> Duration {
@@ -198,22 +176,9 @@ impl Exponential {
         self.cap = cap;
         self
     }
-
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Exponential;
-    /// use std::time::Duration;
-    /// let s = Exponential::new(Duration::from_millis(1), 2.0).max_attempts(5).build()?;
-    /// assert_eq!(s.iter().count(), 5);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
 }
 buildable!(Exponential);
+limited!(Exponential, Exponential::new(Duration::from_millis(1), 2.0));
 
 impl Step for Exponential {
     fn cap(&self) -> Duration {

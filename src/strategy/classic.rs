@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::basic::within;
-use super::{Step, between, buildable, grown, mul_f64};
+use super::{Step, between, buildable, grown, limited, mul_f64};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
@@ -191,21 +191,9 @@ impl GoogleCloud {
         self.max_backoff = d;
         self
     }
-
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::GoogleCloud;
-    /// let s = GoogleCloud::new().max_attempts(4).build()?;
-    /// assert_eq!(s.iter().count(), 4);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
 }
 buildable!(GoogleCloud);
+limited!(GoogleCloud, GoogleCloud::new());
 
 impl Step for GoogleCloud {
     fn cap(&self) -> Duration {

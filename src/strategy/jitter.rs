@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::basic::within;
-use super::{Step, between, buildable, grown, mul_f64};
+use super::{Step, between, buildable, grown, limited, mul_f64};
 use crate::ConfigError;
 use crate::clock::saturating_nanos;
 use crate::error::finite_at_least;
@@ -62,25 +62,13 @@ macro_rules! capped_exponential_jitter {
                 $t { base, cap, max_attempts: None, seed: None }
             }
 
-            /// Give up after this many delays. Default: never.
-            ///
-            /// ```
-            /// # use keyed_backoff::strategy::*;
-            /// # use std::time::Duration;
-            #[doc = concat!("let s = ", stringify!($t), "::new(Duration::from_millis(5), Duration::from_secs(2)).max_attempts(3).build()?;")]
-            /// assert_eq!(s.iter().count(), 3);
-            /// # Ok::<(), keyed_backoff::ConfigError>(())
-            /// ```
-            pub fn max_attempts(mut self, n: u32) -> Self {
-                self.max_attempts = Some(n);
-                self
-            }
 
             fn envelope(&self, n: u32) -> Option<Duration> {
                 within(n, self.max_attempts).then(|| grown(self.base, 2.0, n, self.cap))
             }
         }
         buildable!($t);
+        limited!($t, $t::new(Duration::from_millis(5), Duration::from_secs(2)));
     };
 }
 capped_exponential_jitter!(FullJitter);
@@ -181,22 +169,12 @@ impl Decorrelated {
         self.bounded = true;
         self
     }
-
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Decorrelated;
-    /// use std::time::Duration;
-    /// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).max_attempts(2).build()?;
-    /// assert_eq!(s.iter().count(), 2);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
 }
 buildable!(Decorrelated);
+limited!(
+    Decorrelated,
+    Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2))
+);
 
 impl Step for Decorrelated {
     fn cap(&self) -> Duration {
@@ -281,20 +259,6 @@ impl FactorJitter {
         self
     }
 
-    /// Give up after this many delays. Default: never.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::FactorJitter;
-    /// use std::time::Duration;
-    /// let s = FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).max_attempts(3).build()?;
-    /// assert_eq!(s.iter().count(), 3);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
-
     #[inline]
     fn jitter(&self, delay_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
         if self.factor == 0.0 {
@@ -321,6 +285,10 @@ impl FactorJitter {
     }
 }
 buildable!(FactorJitter);
+limited!(
+    FactorJitter,
+    FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60))
+);
 
 impl Step for FactorJitter {
     fn cap(&self) -> Duration {

@@ -277,6 +277,29 @@ macro_rules! buildable {
 }
 pub(crate) use buildable;
 
+/// Implements the `max_attempts` setter for a strategy type with a
+/// `max_attempts: Option<u32>` field; `$example` builds one for the doc test.
+macro_rules! limited {
+    ($t:ty, $example:expr) => {
+        impl $t {
+            /// Give up after this many delays. Default: never.
+            ///
+            /// ```
+            /// # use keyed_backoff::strategy::*;
+            /// # use std::time::Duration;
+            #[doc = concat!("let s = ", stringify!($example), ".max_attempts(3).build()?;")]
+            /// assert_eq!(s.iter().count(), 3);
+            /// # Ok::<(), keyed_backoff::ConfigError>(())
+            /// ```
+            pub fn max_attempts(mut self, n: u32) -> Self {
+                self.max_attempts = Some(n);
+                self
+            }
+        }
+    };
+}
+pub(crate) use limited;
+
 #[cfg(test)]
 mod tests {
     use super::*;
