@@ -1,0 +1,151 @@
+//! The atomic gate and what it reports: `try_next`, `attempts`,
+//! `remaining`.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use super::Backoff;
+use super::entry::Entry;
+use crate::clock::Clock;
+
+/// Returned by [`Backoff::try_next`] while the key must still wait.
+///
+/// ```
+/// use keyed_backoff::InBackoff;
+/// use std::time::Duration;
+/// let e = InBackoff { remaining: Duration::from_secs(3) };
+/// assert_eq!(e.to_string(), "in backoff for another 3s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InBackoff {
+    /// How long until the backoff window ends.
+    pub remaining: Duration,
+}
+
+impl fmt::Display for InBackoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "in backoff for another {:?}", self.remaining)
+    }
+}
+
+impl std::error::Error for InBackoff {}
+
+impl<K, C, S> Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone,
+    C: Clock,
+    S: BuildHasher + Clone,
+{
+    /// How many times `next` advanced the key's entry since it was created
+    /// or re-initialised (saturating at [`MAX_ATTEMPTS`]); 0 for a missing key.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::time::{Duration, Instant};
+    /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// assert_eq!(b.attempts("k"), 0);
+    /// b.next("k", Instant::now());
+    /// b.next("k", Instant::now());
+    /// assert_eq!(b.attempts("k"), 2);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn attempts<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.entry_of(key).map_or(0, Entry::attempts)
+    }
+
+    /// The wait left at `now` before the key's backoff window (started at
+    /// its last update) ends, or `None` if it is not in backoff: missing,
+    /// expired as of `now`, or the window has passed.
+    ///
+    /// `remaining(key, now).is_some()` equals
+    /// `is_in_backoff_since_update(key, now)`.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// b.next("k", clock.now());
+    /// clock.advance(Duration::from_secs(4));
+    /// assert_eq!(b.remaining("k", clock.now()), Some(Duration::from_secs(6)));
+    /// clock.advance(Duration::from_secs(6));
+    /// assert_eq!(b.remaining("k", clock.now()), None);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn remaining<Q>(&self, key: &Q, now: C::Instant) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let entry = self.entry_of(key)?;
+        self.remaining_at(entry, now, self.tick(now))
+    }
+
+    /// The atomic gate: in one operation under the key's lock, refuse with
+    /// the remaining wait if the key is in backoff at `now`, otherwise
+    /// advance it (as `next(key, now)`) and return the new backoff.
+    ///
+    /// With client-go's API a caller checks `IsInBackOffSince…` and then
+    /// calls `Next`; two callers (or an event-driven requeue that skips the
+    /// check, kubernetes issue 132805) can both pass the check or advance
+    /// without waiting, and the failure count races to the cap. `try_next`
+    /// cannot: at most one caller advances per backoff window.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, InBackoff};
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(b.try_next("obj", clock.now()), Ok(Duration::from_secs(10)));
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(b.try_next("obj", clock.now()), Err(InBackoff { remaining: Duration::from_secs(7) }));
+    /// clock.advance(Duration::from_secs(7));
+    /// assert_eq!(b.try_next("obj", clock.now()), Ok(Duration::from_secs(20)));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn try_next<Q>(&self, key: &Q, now: C::Instant) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let now_event = self.tick(now);
+        self.update(key, |old, now_tick| {
+            if let Some(entry) = old
+                && let Some(remaining) = self.remaining_at(entry, now, now_event)
+            {
+                return Err(InBackoff { remaining });
+            }
+            Ok(self.advanced(old, now, now_event, now_tick))
+        })
+        .map(Entry::backoff)
+    }
+
+    /// The wait left at `now_tick` for `entry`, if it is in backoff.
+    #[inline]
+    pub(super) fn remaining_at(
+        &self,
+        entry: Entry,
+        now: C::Instant,
+        now_tick: i64,
+    ) -> Option<Duration> {
+        if self.expired(now, now_tick, entry) {
+            return None;
+        }
+        let end = i128::from(entry.last_update()) + i128::from(entry.backoff_ns());
+        let left = end - i128::from(now_tick);
+        (left > 0).then(|| Duration::from_nanos(u64::try_from(left).unwrap_or(u64::MAX)))
+    }
+}
