@@ -13,9 +13,9 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{RwLockPort, kubelet_keys, visit_order};
+use common::{RwLockPort, kubelet_keys, populate_half_expired as populate, visit_order};
 use keyed_backoff::Backoff;
-use keyed_backoff::clock::{Clock, MockClock, MockInstant};
+use keyed_backoff::clock::{Clock, MockClock};
 
 const N: usize = 1_000_000;
 const INITIAL: Duration = Duration::from_secs(10);
@@ -29,21 +29,6 @@ struct Report {
     p99: u64,
     p999: u64,
     max: u64,
-}
-
-/// Sets the clock so that even-indexed keys were updated 1,201 s ago (past
-/// the 600 s expiry) and odd ones 600 s ago (not expired), calling `next`
-/// through `apply`.
-fn populate(keys: &[String], clock: &MockClock, apply: &dyn Fn(&str, MockInstant)) {
-    clock.set(MockInstant::ZERO);
-    for k in keys.iter().step_by(2) {
-        apply(k, clock.now());
-    }
-    clock.set(MockInstant::ZERO + Duration::from_secs(601));
-    for k in keys.iter().skip(1).step_by(2) {
-        apply(k, clock.now());
-    }
-    clock.set(MockInstant::ZERO + Duration::from_secs(1_201));
 }
 
 fn measure(
@@ -120,7 +105,7 @@ fn main() {
             builder = builder.shards(n);
         }
         let b = builder.build().expect("valid");
-        populate(&keys, &clock, &|k, t| {
+        populate(&keys, &clock, &mut |k, t| {
             b.next(k, t);
         });
         let t = clock.now();
@@ -148,7 +133,7 @@ fn main() {
 
     let clock = MockClock::new();
     let port = RwLockPort::new(INITIAL, MAX, clock.clone());
-    populate(&keys, &clock, &|k, t| {
+    populate(&keys, &clock, &mut |k, t| {
         port.next(k, t);
     });
     let t = clock.now();

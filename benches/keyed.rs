@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{Floor, RwLockPort, kubelet_keys, visit_order};
+use common::{Floor, RwLockPort, kubelet_keys, populate_half_expired, visit_order};
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
@@ -315,17 +315,8 @@ fn gc(c: &mut Criterion) {
     let clock = MockClock::new();
     // Even keys were last updated at 0; odd ones 601 s later. GC runs at
     // 1,201 s: past 2·max = 600 s for the even half only.
-    let populate = |apply: &mut dyn FnMut(&str, MockInstant)| {
-        clock.set(MockInstant::ZERO);
-        for k in keys.iter().step_by(2) {
-            apply(k, clock.now());
-        }
-        clock.set(MockInstant::ZERO + Duration::from_secs(601));
-        for k in keys.iter().skip(1).step_by(2) {
-            apply(k, clock.now());
-        }
-        clock.set(MockInstant::ZERO + Duration::from_secs(1_201));
-    };
+    let populate =
+        |apply: &mut dyn FnMut(&str, MockInstant)| populate_half_expired(&keys, &clock, apply);
     let mut g = c.benchmark_group("gc_1m_half_expired");
     g.sample_size(10);
     g.bench_function("crate", |b| {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, ClockInstant};
+use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
 use parking_lot::RwLock;
 
 /// `pod-<i>_default_<32 hex uid>_container_<8 hex>`: the kubelet's stable
@@ -28,6 +28,25 @@ pub fn kubelet_keys(n: usize) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Calls `apply` for every key so that, when it returns with the clock at
+/// 1,201 s, the even-indexed half was last updated at 0 (past a 600 s
+/// expiry) and the odd half at 601 s (within it).
+pub fn populate_half_expired(
+    keys: &[String],
+    clock: &MockClock,
+    apply: &mut dyn FnMut(&str, MockInstant),
+) {
+    clock.set(MockInstant::ZERO);
+    for k in keys.iter().step_by(2) {
+        apply(k, clock.now());
+    }
+    clock.set(MockInstant::ZERO + Duration::from_secs(601));
+    for k in keys.iter().skip(1).step_by(2) {
+        apply(k, clock.now());
+    }
+    clock.set(MockInstant::ZERO + Duration::from_secs(1_201));
 }
 
 /// A pseudo-random visiting order over `n` keys, so lookups do not walk the
