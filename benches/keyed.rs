@@ -217,8 +217,11 @@ fn one_thread<C: Clock>(
     });
 }
 
-/// Runs `op` on `threads` threads, `iters` times each; returns wall time
-/// divided by `threads` (time per operation of combined throughput).
+/// Runs `op` on `threads` threads, `iters` times each; returns the span from
+/// the first worker's start to the last worker's end, divided by `threads`
+/// (time per operation of combined throughput). Timestamps are taken inside
+/// the workers: with more threads than cores, a coordinating thread may be
+/// descheduled and read the clock late.
 fn threaded<C: Clock, T: Shared<C>>(
     target: &T,
     keys: &[String],
@@ -228,28 +231,31 @@ fn threaded<C: Clock, T: Shared<C>>(
     threads: usize,
     iters: u64,
 ) -> Duration {
-    let start_line = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
+    let start_line = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|th| {
                 let start_line = &start_line;
                 s.spawn(move || {
                     start_line.wait();
+                    let started = Instant::now();
                     let mut i = th * 7919;
                     for _ in 0..iters {
                         i = i.wrapping_add(1);
                         shared_op(target, op, i, &keys[order[i % ORDER_LEN]], t0);
                     }
+                    (started, Instant::now())
                 })
             })
             .collect();
-        start_line.wait();
-        let started = Instant::now();
-        for w in workers {
-            w.join().expect("worker");
-        }
-        started.elapsed() / threads as u32
-    })
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    let first = spans.iter().map(|s| s.0).min().expect("workers");
+    let last = spans.iter().map(|s| s.1).max().expect("workers");
+    last.duration_since(first) / threads as u32
 }
 
 fn two_threads<C: Clock>(g: &mut BenchmarkGroup<'_, WallTime>, f: &Fixture<C>, op: Op, name: &str) {
