@@ -39,7 +39,7 @@ where
     S: BuildHasher + Clone,
 {
     /// How many times `next` advanced the key's entry since it was created
-    /// or re-initialised (saturating at [`MAX_ATTEMPTS`]); 0 for a missing key.
+    /// or re-initialised (saturating at [`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS)); 0 for a missing key.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
