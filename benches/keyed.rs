@@ -97,7 +97,7 @@ fn shared_op<C: Clock, T: Shared<C>>(target: &T, op: Op, i: usize, key: &str, t:
         Op::Since => {
             black_box(target.since(key, t));
         }
-        Op::Mix if i % 10 == 0 => {
+        Op::Mix if i.is_multiple_of(10) => {
             black_box(target.next(key, t));
         }
         Op::Mix => {
@@ -121,7 +121,7 @@ fn floor_op<C: Clock>(floor: &mut Floor<C>, op: Op, i: usize, key: &str, t: C::I
         Op::Since => {
             black_box(floor.is_in_backoff_since(key, t));
         }
-        Op::Mix if i % 10 == 0 => {
+        Op::Mix if i.is_multiple_of(10) => {
             black_box(floor.next(key, t));
         }
         Op::Mix => {

@@ -111,7 +111,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
             Ok(delay) => {
                 failures[i] += 1;
                 advanced += 1;
-                if failures[i] <= 3 || failures[i] % 4 == 0 {
+                if failures[i] <= 3 || failures[i].is_multiple_of(4) {
                     println!(
                         "[{}] {key}: failed (attempt {}), requeue in {delay:?}",
                         t(now),

@@ -216,7 +216,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
             c.state = State::Running { since: now };
         }
 
-        if since_start.as_secs() % GC_PERIOD.as_secs() == 0 {
+        if since_start.as_secs().is_multiple_of(GC_PERIOD.as_secs()) {
             let tracked: Vec<bool> = containers
                 .iter()
                 .map(|c| backoff.get(&c.key) > Duration::ZERO)
@@ -241,7 +241,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
                 );
             }
         }
-        if since_start.as_secs() % (5 * 60) == 0 {
+        if since_start.as_secs().is_multiple_of(5 * 60) {
             let waiting = containers
                 .iter()
                 .filter(|c| matches!(c.state, State::Exited { at, .. } if backoff.is_in_backoff_since(&c.key, at)))

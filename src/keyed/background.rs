@@ -126,7 +126,7 @@ impl Amortized {
     #[inline]
     pub(crate) fn tick(&self, sweep: impl FnOnce()) {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % self.every == 0 && !self.sweeping.swap(true, Ordering::Acquire) {
+        if n.is_multiple_of(self.every) && !self.sweeping.swap(true, Ordering::Acquire) {
             struct Release<'a>(&'a AtomicBool);
             impl Drop for Release<'_> {
                 fn drop(&mut self) {
