@@ -82,8 +82,48 @@ impl<C: Clock> Shared<C> for RwLockPort<C> {
     }
 }
 
+/// The operations every bench target answers. The floor needs `&mut self`;
+/// a thread-safe target takes part through a shared reference.
+trait Target<C: Clock> {
+    fn next(&mut self, k: &str, t: C::Instant) -> Duration;
+    fn get(&mut self, k: &str) -> Duration;
+    fn since_update(&mut self, k: &str, t: C::Instant) -> bool;
+    fn since(&mut self, k: &str, t: C::Instant) -> bool;
+}
+
+impl<C: Clock> Target<C> for Floor<C> {
+    fn next(&mut self, k: &str, t: C::Instant) -> Duration {
+        Floor::next(self, k, t)
+    }
+    fn get(&mut self, k: &str) -> Duration {
+        Floor::get(self, k)
+    }
+    fn since_update(&mut self, k: &str, t: C::Instant) -> bool {
+        self.is_in_backoff_since_update(k, t)
+    }
+    fn since(&mut self, k: &str, t: C::Instant) -> bool {
+        self.is_in_backoff_since(k, t)
+    }
+}
+
+impl<C: Clock, T: Shared<C>> Target<C> for &T {
+    fn next(&mut self, k: &str, t: C::Instant) -> Duration {
+        Shared::next(*self, k, t)
+    }
+    fn get(&mut self, k: &str) -> Duration {
+        Shared::get(*self, k)
+    }
+    fn since_update(&mut self, k: &str, t: C::Instant) -> bool {
+        Shared::since_update(*self, k, t)
+    }
+    fn since(&mut self, k: &str, t: C::Instant) -> bool {
+        Shared::since(*self, k, t)
+    }
+}
+
+/// One operation of `op`'s kind (call number `i`, for the mix) on any target.
 #[inline(always)]
-fn shared_op<C: Clock, T: Shared<C>>(target: &T, op: Op, i: usize, key: &str, t: C::Instant) {
+fn run_op<C: Clock, T: Target<C>>(target: &mut T, op: Op, i: usize, key: &str, t: C::Instant) {
     match op {
         Op::Next => {
             black_box(target.next(key, t));
@@ -107,27 +147,8 @@ fn shared_op<C: Clock, T: Shared<C>>(target: &T, op: Op, i: usize, key: &str, t:
 }
 
 #[inline(always)]
-fn floor_op<C: Clock>(floor: &mut Floor<C>, op: Op, i: usize, key: &str, t: C::Instant) {
-    match op {
-        Op::Next => {
-            black_box(floor.next(key, t));
-        }
-        Op::Get => {
-            black_box(floor.get(key));
-        }
-        Op::SinceUpdate => {
-            black_box(floor.is_in_backoff_since_update(key, t));
-        }
-        Op::Since => {
-            black_box(floor.is_in_backoff_since(key, t));
-        }
-        Op::Mix if i.is_multiple_of(10) => {
-            black_box(floor.next(key, t));
-        }
-        Op::Mix => {
-            black_box(floor.is_in_backoff_since_update(key, t));
-        }
-    }
+fn shared_op<C: Clock, T: Shared<C>>(target: &T, op: Op, i: usize, key: &str, t: C::Instant) {
+    run_op(&mut &*target, op, i, key, t);
 }
 
 struct Fixture<C: Clock> {
@@ -206,7 +227,7 @@ fn one_thread<C: Clock>(
     g.bench_function(format!("{name}/floor"), |b| {
         b.iter(|| {
             i = i.wrapping_add(1);
-            floor_op(floor, op, i, &keys[order[i % ORDER_LEN]], t0);
+            run_op(floor, op, i, &keys[order[i % ORDER_LEN]], t0);
         })
     });
     g.bench_function(format!("{name}/rwlock"), |b| {

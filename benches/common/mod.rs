@@ -64,6 +64,12 @@ struct FloorEntry {
     last: i64,
 }
 
+/// client-go's default expiry on signed nanosecond ticks: `event − last > 2·max`.
+#[inline]
+fn twice_max_expired(max: u64, event: i64, last: i64) -> bool {
+    i128::from(event) - i128::from(last) > i128::from(max) * 2
+}
+
 /// The floor: an unlocked `HashMap` doing exactly what the crate does per call.
 pub struct Floor<C: Clock> {
     map: HashMap<String, FloorEntry, foldhash::fast::RandomState>,
@@ -87,7 +93,7 @@ impl<C: Clock> Floor<C> {
 
     #[inline]
     fn expired(&self, event: i64, last: i64) -> bool {
-        i128::from(event) - i128::from(last) > i128::from(self.max) * 2
+        twice_max_expired(self.max, event, last)
     }
 
     #[inline]
@@ -95,7 +101,7 @@ impl<C: Clock> Floor<C> {
         let ev = event.nanos_since(self.epoch);
         let now = self.clock.now().nanos_since(self.epoch);
         let (initial, max) = (self.initial, self.max);
-        let expired = |last: i64| i128::from(ev) - i128::from(last) > i128::from(max) * 2;
+        let expired = |last: i64| twice_max_expired(max, ev, last);
         let backoff = match self.map.get_mut(key) {
             Some(e) => {
                 e.backoff = if expired(e.last) {

@@ -54,6 +54,18 @@ pub fn strategy(label: &str) -> Option<Box<dyn Step>> {
     })
 }
 
+/// The wait before retry `attempt`: the strategy's delay, or zero with no
+/// strategy (or once it gives up).
+fn backoff(
+    step: Option<&dyn Step>,
+    attempt: u32,
+    previous: Option<Duration>,
+    rng: &mut SmallRng,
+) -> Duration {
+    step.and_then(|s| s.delay(attempt, previous, &mut || rng.random::<f64>()))
+        .unwrap_or(Duration::ZERO)
+}
+
 /// Result of one closed-model run.
 #[derive(Debug, Clone, Copy)]
 pub struct Run {
@@ -118,16 +130,9 @@ pub fn closed_run(clients: usize, step: Option<&dyn Step>, rng: &mut SmallRng) -
                     continue;
                 }
                 attempt[c] += 1;
-                let backoff = match step {
-                    None => 0.0,
-                    Some(s) => {
-                        let d = s
-                            .delay(attempt[c], previous[c], &mut || rng.random::<f64>())
-                            .unwrap_or(Duration::ZERO);
-                        previous[c] = Some(d);
-                        d.as_secs_f64() / UNIT.as_secs_f64()
-                    }
-                };
+                let d = backoff(step, attempt[c], previous[c], rng);
+                previous[c] = Some(d);
+                let backoff = d.as_secs_f64() / UNIT.as_secs_f64();
                 let h: f64 = hop.sample(rng);
                 events.push(Reverse((At(t + h.abs() + backoff), Action::Read, c)));
             }
@@ -219,12 +224,7 @@ pub fn open_run(load: f64, algorithm: &str, budget: bool, seed: u64) -> OpenRun 
             if attempt >= MAX_ATTEMPTS || (budget && !tps.try_retry()) {
                 continue;
             }
-            let delay = match &step {
-                None => Duration::ZERO,
-                Some(s) => s
-                    .delay(attempt, previous, &mut || rng.random::<f64>())
-                    .unwrap_or(Duration::ZERO),
-            };
+            let delay = backoff(step.as_deref(), attempt, previous, &mut rng);
             let units = ((delay.as_secs_f64() / UNIT.as_secs_f64()).ceil() as usize).max(1);
             if let Some(slot) = schedule.get_mut(now + units) {
                 slot.push((attempt + 1, Some(delay)));

@@ -47,7 +47,8 @@ pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     hasher: S,
     shards: Option<usize>,
     capacity: usize,
-    expiry: Expiry<C::Instant>,
+    /// `None`: client-go's default (`2·max`), resolved in `build`.
+    expiry: Option<Expiry<C::Instant>>,
     strategy: Option<(Box<dyn Step>, Option<u64>)>,
     amortized_gc: Option<u32>,
     /// Set when `.clock(..)` had to drop a custom expiry written for the
@@ -67,7 +68,7 @@ impl<K> BackoffBuilder<K> {
             hasher: DefaultHashBuilder::default(),
             shards: None,
             capacity: 0,
-            expiry: Expiry::TwiceMax,
+            expiry: None,
             strategy: None,
             amortized_gc: None,
             expiry_lost: false,
@@ -132,9 +133,9 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S> {
         let (expiry, lost) = match self.expiry {
-            Expiry::TwiceMax => (Expiry::TwiceMax, false),
-            Expiry::After(window) => (Expiry::After(window), false),
-            Expiry::Custom(_) => (Expiry::TwiceMax, true),
+            None => (None, false),
+            Some(Expiry::After(window)) => (Some(Expiry::After(window)), false),
+            Some(Expiry::Custom(_)) => (None, true),
         };
         BackoffBuilder {
             initial: self.initial,
@@ -177,7 +178,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     where
         F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
     {
-        self.expiry = Expiry::Custom(Arc::new(has_expired));
+        self.expiry = Some(Expiry::Custom(Arc::new(has_expired)));
         self
     }
 
@@ -195,7 +196,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn expire_after(mut self, window: Duration) -> Self {
-        self.expiry = Expiry::After(saturating_nanos(window));
+        self.expiry = Some(Expiry::After(saturating_nanos(window)));
         self
     }
 
@@ -392,7 +393,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             initial,
             max,
             jitter,
-            expiry: self.expiry.resolve(max),
+            expiry: self.expiry.unwrap_or_else(|| Expiry::twice_max(max)),
             amortized,
             counters: Default::default(),
         })

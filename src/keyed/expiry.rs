@@ -14,30 +14,17 @@ use crate::clock::{ClockInstant, saturating_nanos};
 pub(crate) type ExpiryFn<I> = Arc<dyn Fn(I, I, Duration) -> bool + Send + Sync>;
 
 pub(crate) enum Expiry<I> {
-    /// client-go's default: expired when `event − last_update > 2·max`.
-    /// Resolved to [`Expiry::After`] once `max` is known (see [`Expiry::resolve`]).
-    TwiceMax,
-    /// Expired when `event − last_update > window` nanoseconds (the kubelet
-    /// uses 600 s).
+    /// Expired when `event − last_update > window` nanoseconds. client-go's
+    /// default is the window `2·max` ([`Expiry::twice_max`]); the kubelet
+    /// uses 600 s.
     After(u64),
     /// Any function of `(event, last_update, max)`.
     Custom(ExpiryFn<I>),
 }
 
-impl<I> Clone for Expiry<I> {
-    fn clone(&self) -> Self {
-        match self {
-            Expiry::TwiceMax => Expiry::TwiceMax,
-            Expiry::After(w) => Expiry::After(*w),
-            Expiry::Custom(f) => Expiry::Custom(Arc::clone(f)),
-        }
-    }
-}
-
 impl<I> fmt::Debug for Expiry<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Expiry::TwiceMax => f.write_str("TwiceMax"),
             Expiry::After(w) => write!(f, "After({:?})", Duration::from_nanos(*w)),
             Expiry::Custom(_) => f.write_str("Custom(..)"),
         }
@@ -56,13 +43,10 @@ pub(crate) struct ExpiryCheck<I> {
 }
 
 impl<I: ClockInstant> Expiry<I> {
-    /// Turns `TwiceMax` into the fixed window it stands for, so the hot path
-    /// compares against a precomputed number.
-    pub(crate) fn resolve(self, max: Duration) -> Self {
-        match self {
-            Expiry::TwiceMax => Expiry::After(saturating_nanos(max).saturating_mul(2)),
-            other => other,
-        }
+    /// client-go's default rule, `event − last_update > 2·max`, as a
+    /// precomputed window.
+    pub(crate) fn twice_max(max: Duration) -> Self {
+        Expiry::After(saturating_nanos(max).saturating_mul(2))
     }
 
     #[inline]
@@ -71,7 +55,6 @@ impl<I: ClockInstant> Expiry<I> {
         // negative and never expires, as Go's signed `Sub` gives.
         let since_update = i128::from(c.event_tick) - i128::from(c.last_tick);
         match self {
-            Expiry::TwiceMax => since_update > i128::from(saturating_nanos(c.max)) * 2,
             Expiry::After(window) => since_update > i128::from(*window),
             Expiry::Custom(f) => f(c.event, c.epoch.offset_by_nanos(c.last_tick), c.max),
         }

@@ -4,6 +4,7 @@
 use std::borrow::Borrow;
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::Backoff;
@@ -113,6 +114,15 @@ pub struct SnapshotEntry<K> {
     pub last_update: SystemTime,
 }
 
+impl Stats {
+    /// Counts one entry.
+    fn tally(&mut self, expired: bool, in_backoff: bool) {
+        self.entries += 1;
+        self.expired += usize::from(expired);
+        self.in_backoff += usize::from(in_backoff);
+    }
+}
+
 impl<K, C, S> Backoff<K, C, S>
 where
     K: Hash + Eq + Clone,
@@ -142,7 +152,11 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn entries(&self) -> Vec<EntryView<K, C::Instant>> {
-        let now = self.clock.now();
+        self.entries_at(self.clock.now())
+    }
+
+    /// Every entry as seen at `now`.
+    fn entries_at(&self, now: C::Instant) -> Vec<EntryView<K, C::Instant>> {
         let now_tick = self.tick(now);
         self.map
             .iter()
@@ -185,24 +199,24 @@ where
     pub fn stats(&self) -> Stats {
         let now = self.clock.now();
         let now_tick = self.tick(now);
-        let mut stats = Stats {
-            gc_runs: self
-                .counters
-                .gc_runs
-                .load(std::sync::atomic::Ordering::Relaxed),
-            gc_removed: self
-                .counters
-                .gc_removed
-                .load(std::sync::atomic::Ordering::Relaxed),
-            ..Stats::default()
-        };
+        let mut stats = self.gc_totals();
         for r in self.map.iter() {
             let e = *r.value();
-            stats.entries += 1;
-            stats.expired += usize::from(self.expired(now, now_tick, e));
-            stats.in_backoff += usize::from(self.remaining_at(e, now, now_tick).is_some());
+            stats.tally(
+                self.expired(now, now_tick, e),
+                self.remaining_at(e, now, now_tick).is_some(),
+            );
         }
         stats
+    }
+
+    /// [`Stats`] with the GC counters filled in and nothing tallied yet.
+    fn gc_totals(&self) -> Stats {
+        Stats {
+            gc_runs: self.counters.gc_runs.load(Ordering::Relaxed),
+            gc_removed: self.counters.gc_removed.load(Ordering::Relaxed),
+            ..Stats::default()
+        }
     }
 
     /// A copy of every entry with wall-clock last-update times, taking
@@ -346,22 +360,25 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn dump(&self) -> String {
+        // One clock reading and one scan for the rows and the totals alike;
+        // each key is turned into text once.
         let now = self.clock.now();
-        let mut views = self.entries();
-        views.sort_by(|a, b| {
-            b.remaining
-                .cmp(&a.remaining)
-                .then_with(|| a.key.to_string().cmp(&b.key.to_string()))
-        });
-        let keys: Vec<String> = views.iter().map(|v| v.key.to_string()).collect();
-        let width = keys.iter().map(String::len).max().unwrap_or(3).max(3);
+        let mut rows: Vec<(String, EntryView<K, C::Instant>)> = self
+            .entries_at(now)
+            .into_iter()
+            .map(|v| (v.key.to_string(), v))
+            .collect();
+        rows.sort_by(|(ka, a), (kb, b)| b.remaining.cmp(&a.remaining).then_with(|| ka.cmp(kb)));
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(3).max(3);
+        let mut totals = self.gc_totals();
         let mut out = String::new();
         let _ = writeln!(
             out,
             "{:<width$}  {:>10}  {:>8}  {:>12}  {:>10}  STATE",
             "KEY", "BACKOFF", "ATTEMPTS", "UPDATED", "REMAINING"
         );
-        for (v, key) in views.iter().zip(&keys) {
+        for (key, v) in &rows {
+            totals.tally(v.expired, v.remaining.is_some());
             let ago = now.saturating_duration_since(v.last_update);
             let state = if v.expired {
                 "expired (awaiting gc)"
@@ -379,7 +396,7 @@ where
                 v.remaining.map_or_else(|| "-".to_string(), human),
             );
         }
-        let s = self.stats();
+        let s = totals;
         let _ = write!(
             out,
             "{} entries, {} in backoff, {} expired; gc: {} runs, {} removed",

@@ -49,9 +49,6 @@ impl Step for Constant {
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
         within(n, self.max_attempts).then_some(self.delay)
     }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
-    }
 }
 
 /// Grows by a fixed step: `min(cap, initial + n·step)`.
@@ -121,9 +118,6 @@ impl Step for Linear {
                 .saturating_add(self.step.saturating_mul(n))
                 .min(self.cap)
         })
-    }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
     }
 }
 

@@ -60,9 +60,6 @@ impl Step for Ethernet {
         let r = ((unit() * f64::from(slots)) as u32).min(slots - 1);
         Some(self.slot.saturating_mul(r))
     }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
-    }
 }
 
 /// Hadoop's `RetryPolicies.exponentialBackoffRetry`: retry `n` (0-based)
@@ -133,9 +130,6 @@ impl Step for Hadoop {
                 0.5 + unit(),
             )
         })
-    }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
     }
 }
 
@@ -210,9 +204,6 @@ impl Step for GoogleCloud {
             exp.saturating_add(between(Duration::ZERO, Duration::from_millis(1000), unit()))
                 .min(self.max_backoff)
         })
-    }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
     }
 }
 

@@ -86,9 +86,6 @@ impl Step for FullJitter {
     ) -> Option<Duration> {
         self.envelope(n).map(|v| mul_f64(v, unit()))
     }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
-    }
 }
 
 impl Step for EqualJitter {
@@ -105,9 +102,6 @@ impl Step for EqualJitter {
             let half = v / 2;
             half + mul_f64(v - half, unit())
         })
-    }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
     }
 }
 
@@ -195,9 +189,6 @@ impl Step for Decorrelated {
         } else {
             between(self.base, upper, unit()).min(self.cap)
         })
-    }
-    fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
     }
 }
 

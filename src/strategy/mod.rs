@@ -87,14 +87,17 @@ pub trait Step: Debug + Send + Sync + 'static {
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration>;
 
-    /// Checks every parameter; `build()` calls it.
+    /// Checks every parameter; `build()` calls it. Default: nothing to
+    /// check (for strategies whose parameters are all durations and counts).
     ///
     /// ```
     /// use keyed_backoff::strategy::{Exponential, Step};
     /// use std::time::Duration;
     /// assert!(Exponential::new(Duration::from_secs(1), f64::NAN).validate().is_err());
     /// ```
-    fn validate(&self) -> Result<(), ConfigError>;
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
 
     /// The largest delay this strategy can produce; a retry loop caps a
     /// server's `retry_after` at it. Default [`Duration::MAX`].

@@ -227,103 +227,75 @@ pub fn run(cfg: Config, ops: &[Op]) -> Result<(), String> {
     let real = build(cfg, &clock);
     let mut model = Model::new(cfg);
     for (i, &op) in ops.iter().enumerate() {
-        let fail = |what: String| Err(format!("op #{i} {op:?} with {cfg:?}: {what}"));
-        match op {
+        let key = |k: u8| KEYS[k as usize];
+        let outcome = match op {
             Op::Advance(step) => {
                 let d = model.step(step);
                 model.now += d;
                 clock.advance(Duration::from_nanos(
                     u64::try_from(d).expect("non-negative"),
                 ));
-                if clock.now().as_nanos() as i128 != model.now {
-                    return fail("clock drifted from the model".into());
-                }
+                agree("clock", model.now, i128::from(clock.now().as_nanos()))
             }
             Op::Next(k, ev) => {
-                let t = model.resolve(KEYS[k as usize], ev);
-                let (want, got) = (
-                    model.next(KEYS[k as usize], t),
-                    ns(real.next(KEYS[k as usize], instant(t))),
-                );
-                if want != got {
-                    return fail(format!("next: model {want}, crate {got}"));
-                }
+                let t = model.resolve(key(k), ev);
+                agree(
+                    "next",
+                    model.next(key(k), t),
+                    ns(real.next(key(k), instant(t))),
+                )
             }
             Op::TryNext(k) => {
                 let t = model.now;
-                let want = model.try_next(KEYS[k as usize], t);
                 let got = real
-                    .try_next(KEYS[k as usize], instant(t))
+                    .try_next(key(k), instant(t))
                     .map(ns)
                     .map_err(|InBackoff { remaining }| ns(remaining));
-                if want != got {
-                    return fail(format!("try_next: model {want:?}, crate {got:?}"));
-                }
+                agree("try_next", model.try_next(key(k), t), got)
             }
-            Op::Get(k) => {
-                let (want, got) = (model.get(KEYS[k as usize]), ns(real.get(KEYS[k as usize])));
-                if want != got {
-                    return fail(format!("get: model {want}, crate {got}"));
-                }
-            }
+            Op::Get(k) => agree("get", model.get(key(k)), ns(real.get(key(k)))),
             Op::InSince(k, ev) => {
-                let t = model.resolve(KEYS[k as usize], ev);
-                let want = model.in_since(KEYS[k as usize], t);
-                let got = real.is_in_backoff_since(KEYS[k as usize], instant(t));
-                if want != got {
-                    return fail(format!(
-                        "is_in_backoff_since(t={t}): model {want}, crate {got}"
-                    ));
-                }
+                let t = model.resolve(key(k), ev);
+                agree(
+                    &format!("is_in_backoff_since(t={t})"),
+                    model.in_since(key(k), t),
+                    real.is_in_backoff_since(key(k), instant(t)),
+                )
             }
             Op::InSinceUpdate(k, ev) => {
-                let t = model.resolve(KEYS[k as usize], ev);
-                let want = model.in_since_update(KEYS[k as usize], t);
-                let got = real.is_in_backoff_since_update(KEYS[k as usize], instant(t));
-                if want != got {
-                    return fail(format!(
-                        "is_in_backoff_since_update(t={t}): model {want}, crate {got}"
-                    ));
-                }
+                let t = model.resolve(key(k), ev);
+                let got = real.is_in_backoff_since_update(key(k), instant(t));
+                agree(
+                    &format!("is_in_backoff_since_update(t={t})"),
+                    model.in_since_update(key(k), t),
+                    got,
+                )
             }
             Op::Remaining(k, ev) => {
-                let t = model.resolve(KEYS[k as usize], ev);
-                let want = model.remaining(KEYS[k as usize], t);
-                let got = real.remaining(KEYS[k as usize], instant(t)).map(ns);
-                if want != got {
-                    return fail(format!("remaining(t={t}): model {want:?}, crate {got:?}"));
-                }
+                let t = model.resolve(key(k), ev);
+                agree(
+                    &format!("remaining(t={t})"),
+                    model.remaining(key(k), t),
+                    real.remaining(key(k), instant(t)).map(ns),
+                )
             }
-            Op::Attempts(k) => {
-                let (want, got) = (
-                    model.attempts(KEYS[k as usize]),
-                    real.attempts(KEYS[k as usize]),
-                );
-                if want != got {
-                    return fail(format!("attempts: model {want}, crate {got}"));
-                }
-            }
-            Op::Reset(k) => {
-                let (want, got) = (model.reset(KEYS[k as usize]), real.reset(KEYS[k as usize]));
-                if want != got {
-                    return fail(format!("reset: model {want}, crate {got}"));
-                }
-            }
-            Op::Gc => {
-                let (want, got) = (model.gc(), real.gc());
-                if want != got {
-                    return fail(format!("gc removed: model {want}, crate {got}"));
-                }
-            }
-            Op::Len => {
-                let (want, got) = (model.entries.len(), real.len());
-                if want != got {
-                    return fail(format!("len: model {want}, crate {got}"));
-                }
-            }
-        }
+            Op::Attempts(k) => agree("attempts", model.attempts(key(k)), real.attempts(key(k))),
+            Op::Reset(k) => agree("reset", model.reset(key(k)), real.reset(key(k))),
+            Op::Gc => agree("gc removed", model.gc(), real.gc()),
+            Op::Len => agree("len", model.entries.len(), real.len()),
+        };
+        outcome.map_err(|what| format!("op #{i} {op:?} with {cfg:?}: {what}"))?;
     }
     Ok(())
+}
+
+/// `Ok` when the model and the crate gave the same result for `what`.
+fn agree<T: PartialEq + std::fmt::Debug>(what: &str, model: T, krate: T) -> Result<(), String> {
+    if model == krate {
+        Ok(())
+    } else {
+        Err(format!("{what}: model {model:?}, crate {krate:?}"))
+    }
 }
 
 /// Decodes arbitrary bytes into a config and ops (for the fuzzer): every
