@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Defaults: clients 10 to 190 step 10, 100 runs, seed 1. The CSV has one
-//! row per clients × algorithm: `clients,algorithm,runs,time_mean,calls_mean`.
+//! row per clients × algorithm:
+//! `clients,algorithm,runs,time_mean,calls_mean,time_sd,calls_sd` (means and
+//! per-run standard deviations).
 
 #[path = "sim/mod.rs"]
 mod sim;
@@ -16,6 +18,7 @@ mod sim;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+#[cfg(feature = "plots")]
 use plotters::prelude::*;
 
 struct Args {
@@ -25,6 +28,7 @@ struct Args {
     csv: Option<String>,
     svg: Option<String>,
     open: bool,
+    check: Option<String>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +39,7 @@ fn parse() -> Result<Args, String> {
         csv: None,
         svg: None,
         open: false,
+        check: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,9 +74,10 @@ fn parse() -> Result<Args, String> {
             "--csv" => args.csv = Some(value("--csv")?),
             "--svg" => args.svg = Some(value("--svg")?),
             "--open" => args.open = true,
+            "--check" => args.check = Some(value("--check")?),
             "--bench" => {} // passed by `cargo bench` harnesses; ignore
             "-h" | "--help" => {
-                return Err("usage: simulate [--clients 10,20,...] [--runs N] [--seed N] [--csv PATH] [--svg DIR] [--open]".into());
+                return Err("usage: simulate [--clients 10,20,...] [--runs N] [--seed N] [--csv PATH] [--svg DIR] [--open] [--check REFERENCE.csv]".into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -89,6 +95,8 @@ fn main() -> ExitCode {
     };
     let result = if args.open {
         open(&args)
+    } else if let Some(path) = &args.check {
+        check(&args, path)
     } else {
         closed(&args)
     };
@@ -101,48 +109,34 @@ fn main() -> ExitCode {
     }
 }
 
-type Rows = Vec<(usize, &'static str, f64, f64)>;
+type Rows = Vec<(usize, &'static str, sim::Cell)>;
 
 fn closed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = std::time::Instant::now();
-    // Cells are independent and seeded on their own: run them on all cores.
     let cells: Vec<(usize, &'static str)> = args
         .clients
         .iter()
         .flat_map(|&c| sim::ALGORITHMS.iter().map(move |&a| (c, a)))
         .collect();
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(c, a)) = cells.get(i) else { break };
-                    let (time, calls) = sim::closed_cell(c, a, args.runs, args.seed);
-                    results
-                        .lock()
-                        .expect("results")
-                        .push((i, (c, a, time, calls)));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().expect("results");
-    results.sort_by_key(|(i, _)| *i);
-    let rows: Rows = results.into_iter().map(|(_, r)| r).collect();
+    let rows = run_cells(&cells, args.runs, args.seed);
 
-    let mut csv = String::from("clients,algorithm,runs,time_mean,calls_mean\n");
-    for (c, a, time, calls) in &rows {
-        writeln!(csv, "{c},{a},{},{time:.3},{calls:.3}", args.runs)?;
+    let mut csv = String::from("clients,algorithm,runs,time_mean,calls_mean,time_sd,calls_sd\n");
+    for (c, a, r) in &rows {
+        writeln!(
+            csv,
+            "{c},{a},{},{:.3},{:.3},{:.3},{:.3}",
+            r.runs, r.time_mean, r.calls_mean, r.time_sd, r.calls_sd
+        )?;
     }
     println!(
-        "{:>7}  {:<14} {:>12} {:>12}",
-        "clients", "algorithm", "time_mean", "calls_mean"
+        "{:>7}  {:<14} {:>12} {:>12} {:>10} {:>10}",
+        "clients", "algorithm", "time_mean", "calls_mean", "time_sd", "calls_sd"
     );
-    for (c, a, time, calls) in &rows {
-        println!("{c:>7}  {a:<14} {time:>12.1} {calls:>12.1}");
+    for (c, a, r) in &rows {
+        println!(
+            "{c:>7}  {a:<14} {:>12.1} {:>12.1} {:>10.1} {:>10.1}",
+            r.time_mean, r.calls_mean, r.time_sd, r.calls_sd
+        );
     }
     eprintln!(
         "({} cells × {} runs in {:.1} s)",
@@ -160,20 +154,103 @@ fn closed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             &rows,
             &format!("{dir}/simulation_calls.svg"),
             "Work: calls (writes) per run",
-            |r| r.3,
+            |r| r.2.calls_mean,
         )?;
         plot(
             &rows,
             &format!("{dir}/simulation_time.svg"),
             "Completion time per run (time units)",
-            |r| r.2,
+            |r| r.2.time_mean,
         )?;
         eprintln!("wrote {dir}/simulation_calls.svg and {dir}/simulation_time.svg");
     }
     Ok(())
 }
 
+/// Without the `plots` feature there is nothing to draw with.
+#[cfg(not(feature = "plots"))]
+fn line_chart(
+    _: &str,
+    _: &str,
+    _: (&str, &str),
+    _: std::ops::Range<f64>,
+    _: std::ops::Range<f64>,
+    _: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    Err("--svg needs the plots feature: cargo run --release --features plots --example simulate -- --svg DIR".into())
+}
+
+#[cfg(not(feature = "plots"))]
+fn plot(
+    _: &Rows,
+    path: &str,
+    title: &str,
+    _: fn(&(usize, &'static str, sim::Cell)) -> f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    line_chart(path, title, ("", ""), 0.0..1.0, 0.0..1.0, &[])
+}
+
+/// Runs each (clients, algorithm) cell, on all cores (cells are independent
+/// and seeded on their own, so the order of work does not change results).
+fn run_cells(cells: &[(usize, &'static str)], runs: usize, seed: u64) -> Rows {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(c, a)) = cells.get(i) else { break };
+                    let cell = sim::closed_cell(c, a, runs, seed);
+                    results.lock().expect("results").push((i, (c, a, cell)));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("results");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Compares every cell of a reference CSV (the original simulator's figures)
+/// with ours; fails if any mean disagrees beyond 4 standard errors plus 3 %.
+fn check(args: &Args, path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let reference = sim::parse_cells(&std::fs::read_to_string(path)?)?;
+    let mut cells = Vec::new();
+    for (c, a, _) in &reference {
+        let label = sim::ALGORITHMS
+            .iter()
+            .find(|x| **x == a.as_str())
+            .ok_or_else(|| format!("{path}: unknown algorithm {a:?}"))?;
+        cells.push((*c, *label));
+    }
+    let ours = run_cells(&cells, args.runs, args.seed);
+    let mut failures = 0;
+    for ((c, a, theirs), (_, _, mine)) in reference.iter().zip(&ours) {
+        let verdict = sim::agrees(mine, theirs);
+        println!(
+            "{c:>4} {a:<12} calls {:>8.1} vs {:>8.1}   time {:>9.1} vs {:>9.1}   {}",
+            mine.calls_mean,
+            theirs.calls_mean,
+            mine.time_mean,
+            theirs.time_mean,
+            match &verdict {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("DISAGREES: {e}"),
+            }
+        );
+        failures += usize::from(verdict.is_err());
+    }
+    if failures > 0 {
+        return Err(format!("{failures} of {} cells disagree with {path}", ours.len()).into());
+    }
+    println!("all {} cells agree with {path}", ours.len());
+    Ok(())
+}
+
 /// One labelled line per series; shared by every plot here.
+#[cfg(feature = "plots")]
 fn line_chart(
     path: &str,
     title: &str,
@@ -219,11 +296,12 @@ fn line_chart(
     Ok(())
 }
 
+#[cfg(feature = "plots")]
 fn plot(
     rows: &Rows,
     path: &str,
     title: &str,
-    value: fn(&(usize, &'static str, f64, f64)) -> f64,
+    value: fn(&(usize, &'static str, sim::Cell)) -> f64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let xmax = rows.iter().map(|r| r.0).max().unwrap_or(1) as f64;
     let ymax = rows.iter().map(value).fold(0.0, f64::max) * 1.05;

@@ -8,7 +8,10 @@ mod sim;
 #[test]
 fn closed_model_reproduces_the_published_shape_at_100_clients() {
     let runs = 30;
-    let cell = |a: &str| sim::closed_cell(100, a, runs, 7);
+    let cell = |a: &str| {
+        let c = sim::closed_cell(100, a, runs, 7);
+        (c.time_mean, c.calls_mean)
+    };
     let (none_t, none_c) = cell("None");
     let (exp_t, exp_c) = cell("Exponential");
     let (full_t, full_c) = cell("FullJitter");
@@ -40,8 +43,8 @@ fn closed_model_reproduces_the_published_shape_at_100_clients() {
 
 #[test]
 fn no_backoff_calls_grow_roughly_quadratically() {
-    let (_, c50) = sim::closed_cell(50, "None", 20, 3);
-    let (_, c100) = sim::closed_cell(100, "None", 20, 3);
+    let c50 = sim::closed_cell(50, "None", 20, 3).calls_mean;
+    let c100 = sim::closed_cell(100, "None", 20, 3).calls_mean;
     let growth = c100 / c50;
     // Doubling the clients multiplies the work by about 3.5 (quadratic: 4).
     assert!((3.0..4.5).contains(&growth), "{growth}");

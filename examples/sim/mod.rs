@@ -73,6 +73,16 @@ pub struct Run {
     pub calls: u64,
 }
 
+/// Means and per-run standard deviations of one (clients, algorithm) cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    pub runs: usize,
+    pub time_mean: f64,
+    pub calls_mean: f64,
+    pub time_sd: f64,
+    pub calls_sd: f64,
+}
+
 /// An event time, totally ordered (times are never NaN).
 struct At(f64);
 impl PartialEq for At {
@@ -92,71 +102,173 @@ impl Ord for At {
     }
 }
 
+/// The four messages of one attempt, named by where they arrive.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Action {
-    Read,
-    Write,
+enum Message {
+    /// Client → server: the server reads the current version.
+    ReadRequest,
+    /// Server → client, carrying the version read.
+    ReadReply,
+    /// Client → server, carrying that version: the call.
+    WriteRequest,
+    /// Server → client: success or failure.
+    WriteReply,
 }
 
 /// One run of the AWS model: `clients` clients contend on one versioned
-/// row. Each reads (and gets the current version), then after one network
-/// hop writes with that version; the write (a call) succeeds only if the
-/// version is still current, which then increments. A failed client adds 1
-/// to its attempt count and reads again after one hop plus
-/// `backoff(attempt)`. Every hop is `|Normal(10, 2)|`. All start at 0; the
-/// run's time is the time of its last event.
+/// row. Every message (read request, read reply, write request, write reply)
+/// takes its own `|Normal(10, 2)|` network hop. The server reads the version
+/// when a read request arrives; the write request (a call) succeeds only if
+/// the version it carries is still current, which then increments. On a
+/// failed write reply a client adds 1 to its attempt count and its next
+/// read request arrives one hop plus `backoff(attempt)` later; on success it
+/// is done. All clients start at 0; the run's time is the time of its last
+/// event (the last successful write reply).
 pub fn closed_run(clients: usize, step: Option<&dyn Step>, rng: &mut SmallRng) -> Run {
-    let hop = Normal::new(10.0, 2.0).expect("valid normal");
+    let net = Normal::new(10.0, 2.0).expect("valid normal");
+    let hop = |rng: &mut SmallRng| -> f64 { Distribution::<f64>::sample(&net, rng).abs() };
     let mut version = 0u64;
-    let mut read_version = vec![0u64; clients];
+    // Per client: the version carried by its messages, its attempt count and
+    // its previous backoff (for decorrelated jitter).
+    let mut carried = vec![0u64; clients];
+    let mut succeeded = vec![false; clients];
     let mut attempt = vec![0u32; clients];
     let mut previous: Vec<Option<Duration>> = vec![None; clients];
-    let mut events: BinaryHeap<Reverse<(At, Action, usize)>> = (0..clients)
-        .map(|c| Reverse((At(0.0), Action::Read, c)))
-        .collect();
+    let mut events: BinaryHeap<Reverse<(At, Message, usize)>> = BinaryHeap::new();
+    for c in 0..clients {
+        events.push(Reverse((At(hop(rng)), Message::ReadRequest, c)));
+    }
     let (mut calls, mut last) = (0u64, 0.0f64);
-    while let Some(Reverse((At(t), action, c))) = events.pop() {
+    while let Some(Reverse((At(t), message, c))) = events.pop() {
         last = t;
-        match action {
-            Action::Read => {
-                read_version[c] = version;
-                let h: f64 = hop.sample(rng);
-                events.push(Reverse((At(t + h.abs()), Action::Write, c)));
+        let next = match message {
+            Message::ReadRequest => {
+                carried[c] = version;
+                Message::ReadReply
             }
-            Action::Write => {
+            Message::ReadReply => Message::WriteRequest,
+            Message::WriteRequest => {
                 calls += 1;
-                if read_version[c] == version {
-                    version += 1; // success: this client is done
-                    continue;
+                succeeded[c] = carried[c] == version;
+                if succeeded[c] {
+                    version += 1;
+                }
+                Message::WriteReply
+            }
+            Message::WriteReply => {
+                if succeeded[c] {
+                    continue; // this client is done
                 }
                 attempt[c] += 1;
+                let h = hop(rng);
                 let d = backoff(step, attempt[c], previous[c], rng);
                 previous[c] = Some(d);
-                let backoff = d.as_secs_f64() / UNIT.as_secs_f64();
-                let h: f64 = hop.sample(rng);
-                events.push(Reverse((At(t + h.abs() + backoff), Action::Read, c)));
+                let wait = d.as_secs_f64() / UNIT.as_secs_f64();
+                events.push(Reverse((At(t + h + wait), Message::ReadRequest, c)));
+                continue;
             }
-        }
+        };
+        events.push(Reverse((At(t + hop(rng)), next, c)));
     }
     Run { time: last, calls }
 }
 
-/// Mean time and calls over `runs` runs, seeded from `seed`, `clients` and
-/// the algorithm's position, so each cell is reproducible on its own.
-pub fn closed_cell(clients: usize, algorithm: &str, runs: usize, seed: u64) -> (f64, f64) {
+/// Mean and sample standard deviation.
+fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+/// `runs` runs of `clients` clients with `algorithm`, fresh clients and
+/// server each run, seeded from `seed`, `clients` and the algorithm's
+/// position, so each cell is reproducible on its own.
+pub fn closed_cell(clients: usize, algorithm: &str, runs: usize, seed: u64) -> Cell {
     let step = strategy(algorithm);
     let index = ALGORITHMS
         .iter()
         .position(|a| *a == algorithm)
         .expect("known algorithm") as u64;
     let mut rng = SmallRng::seed_from_u64(seed ^ (clients as u64) << 16 ^ index << 40);
-    let (mut time, mut calls) = (0.0, 0.0);
+    let (mut times, mut calls) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for _ in 0..runs {
         let r = closed_run(clients, step.as_deref(), &mut rng);
-        time += r.time;
-        calls += r.calls as f64;
+        times.push(r.time);
+        calls.push(r.calls as f64);
     }
-    (time / runs as f64, calls / runs as f64)
+    let (time_mean, time_sd) = mean_sd(&times);
+    let (calls_mean, calls_sd) = mean_sd(&calls);
+    Cell {
+        runs,
+        time_mean,
+        calls_mean,
+        time_sd,
+        calls_sd,
+    }
+}
+
+/// The algorithms of the original simulator, in its labels.
+pub const ORIGINAL: [&str; 5] = ["Exponential", "Decorr", "EqualJitter", "FullJitter", "None"];
+
+/// Parses a CSV in this simulator's format
+/// (`clients,algorithm,runs,time_mean,calls_mean,time_sd,calls_sd`).
+pub fn parse_cells(text: &str) -> Result<Vec<(usize, String, Cell)>, String> {
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let bad = |what: &str| format!("line {}: {what}: {line:?}", i + 1);
+        if f.len() != 7 {
+            return Err(bad("expected 7 fields"));
+        }
+        let num = |k: usize| f[k].parse::<f64>().map_err(|_| bad("not a number"));
+        rows.push((
+            f[0].parse().map_err(|_| bad("clients"))?,
+            f[1].to_string(),
+            Cell {
+                runs: f[2].parse().map_err(|_| bad("runs"))?,
+                time_mean: num(3)?,
+                calls_mean: num(4)?,
+                time_sd: num(5)?,
+                calls_sd: num(6)?,
+            },
+        ));
+    }
+    Ok(rows)
+}
+
+/// Whether two cells' means agree within 4 standard errors of their
+/// difference plus 3 % of the reference; the error names what disagrees.
+pub fn agrees(ours: &Cell, reference: &Cell) -> Result<(), String> {
+    let check = |what: &str, a: f64, a_sd: f64, b: f64, b_sd: f64| {
+        let se = (a_sd * a_sd / ours.runs as f64 + b_sd * b_sd / reference.runs as f64).sqrt();
+        let allowed = 4.0 * se + 0.03 * b.abs();
+        if (a - b).abs() <= allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: ours {a:.1} vs reference {b:.1} (allowed ±{allowed:.1})"
+            ))
+        }
+    };
+    check(
+        "calls",
+        ours.calls_mean,
+        ours.calls_sd,
+        reference.calls_mean,
+        reference.calls_sd,
+    )?;
+    check(
+        "time",
+        ours.time_mean,
+        ours.time_sd,
+        reference.time_mean,
+        reference.time_sd,
+    )
 }
 
 /// Result of one open-model run.
