@@ -176,10 +176,12 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
                 if c.featured && !refusal_shown {
                     let current = backoff.get(&c.key);
                     let remaining = current.saturating_sub(now.saturating_duration_since(at));
+                    let ran = c.run_time().unwrap_or_default();
                     println!(
-                        "[{}] {:?}: restart refused, back-off {} s, {} s remaining",
+                        "[{}] {:?}: exited after running {} s; restart refused: back-off {} s counted from the exit, {} s remaining",
                         elapsed(now),
                         c.kind,
+                        ran.as_secs(),
                         current.as_secs(),
                         remaining.as_secs()
                     );
@@ -204,12 +206,23 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
                 } else {
                     String::new()
                 };
+                let when = if waited.is_zero() {
+                    format!(
+                        "exited after running {} s; restart #{} at once",
+                        ran.as_secs(),
+                        c.restarts
+                    )
+                } else {
+                    format!(
+                        "restart #{} after waiting {} s since the exit",
+                        c.restarts,
+                        waited.as_secs()
+                    )
+                };
                 println!(
-                    "[{}] {:?}: restart #{} after waiting {} s; next back-off {} s{note}",
+                    "[{}] {:?}: {when}; next back-off {} s{note}",
                     elapsed(now),
                     c.kind,
-                    c.restarts,
-                    waited.as_secs(),
                     next.as_secs()
                 );
             }
@@ -265,7 +278,11 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
         "  backoff entries held:        {} ({tracked_live} for live containers)",
         backoff.len()
     );
-    println!("  restarts / refusals:         {total_restarts} / {total_refusals}");
+    println!("  restarts:                    {total_restarts}");
+    println!(
+        "  refused restart checks:      {total_refusals} (the sync loop re-checks every waiting container every {} s, so one back-off of 300 s is up to 300 refusals)",
+        SYNC_PERIOD.as_secs()
+    );
     println!("  entries removed by GC:       {gc_removed}");
     let leaked = containers
         .iter()

@@ -5,16 +5,17 @@
 //! the kubelet's CrashLoopBackOff and image-pull backoff), on a concurrent
 //! map.
 //!
-//! ## The keyed manager
+//! ## Start here
 //!
 //! A [`Backoff`] maps stable keys (a pod's container, `podUID_image`, a URL
 //! host, an object reference) to entries. [`Backoff::next`] records a
 //! failure and returns the new backoff: `initial`, then doubling, capped at
 //! `max`. [`Backoff::is_in_backoff_since`] and
 //! [`Backoff::is_in_backoff_since_update`] ask whether a key must still wait.
-//! An entry left alone longer than the expiry window (`2·max` by default, any
-//! function if you like) is forgotten: the next failure starts over, and
-//! [`Backoff::gc`] reclaims it.
+//! An entry left alone longer than the expiry window (`2·max` by default, or
+//! a fixed window such as the kubelet's 600 s) is forgotten: the next failure
+//! starts over, and [`Backoff::gc`] reclaims it. Name the key type once
+//! (`Backoff::<String>`): methods take its borrowed form (`&str`).
 //!
 //! ```
 //! use keyed_backoff::Backoff;
@@ -37,12 +38,64 @@
 //! # Ok::<(), keyed_backoff::ConfigError>(())
 //! ```
 //!
-//! ## Clocks
+//! ## Choosing a clock
 //!
-//! The manager reads time through the [`clock::Clock`] trait: the OS
-//! monotonic clock by default, [`clock::QuantaClock`] for cheaper reads,
-//! [`clock::SystemClock`] for wall-clock event times, and
-//! [`clock::MockClock`] for tests and simulations.
+//! The manager reads time through the [`clock::Clock`] trait, chosen with
+//! [`BackoffBuilder::clock`] (before a custom expiry, which is written for
+//! the clock's instant type; the compiler enforces the order):
+//!
+//! - [`clock::StdClock`] (the default): `std::time::Instant`, monotonic.
+//! - [`clock::QuantaClock`]: cheaper reads where the CPU's TSC is reliable.
+//! - [`clock::SystemClock`]: wall-clock event times (a container's finish
+//!   time as recorded by a runtime).
+//! - [`clock::MockClock`]: tests and simulations; moves only when told.
+//!
+//! ## The gate: one atomic decision per failure
+//!
+//! Controllers requeue on watch events as well as on errors. With
+//! client-go's check-then-`Next`, an early requeue can count as a new
+//! failure. [`Backoff::try_next`] decides and advances under the key's lock:
+//! it refuses with [`InBackoff`] (and the remaining wait) while the key is in
+//! backoff, so the failure count grows once per window however often the
+//! object is requeued. [`Backoff::attempts`] and [`Backoff::remaining`]
+//! report where a key stands.
+//!
+//! ## Garbage collection in production
+//!
+//! Entries of keys that never fail again (deleted objects) stay until
+//! collected. Run [`Backoff::gc`] on a schedule: [`Backoff::spawn_gc`] (a
+//! thread) or `Backoff::spawn_gc_task` (tokio, feature `tokio`), both on an
+//! `Arc<Backoff>`. They return a guard: **dropping the guard stops GC**, so
+//! keep it beside the manager or call `detach()`. Without a task,
+//! [`BackoffBuilder::amortized_gc`] sweeps on every n-th `next`.
+//! [`Backoff::snapshot`] and [`Backoff::restore`] carry state across
+//! restarts; [`Backoff::stats`] and [`Backoff::dump`] serve debug endpoints.
+//!
+//! ## Beyond the keyed manager
+//!
+//! - [`strategy`]: the delay formulas users compare (constant, linear,
+//!   exponential, AWS full / equal / decorrelated jitter, client-go's,
+//!   apimachinery's `wait.Backoff`, Ethernet, Hadoop, Google Cloud,
+//!   cenkalti), as validated builders of `Duration` iterators; any of them
+//!   can replace client-go's rule in the keyed manager
+//!   ([`BackoffBuilder::strategy`]).
+//! - [`retry`]: blocking and async retry loops with max attempts, max
+//!   elapsed time on any clock, permanent errors and `Retry-After`.
+//! - [`budget`]: retry budgets (gRPC's token bucket, a TPS budget, the SRE
+//!   book's adaptive throttling), which bound the load retries add where
+//!   backoff alone cannot.
+//!
+//! ## Features and MSRV
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `tokio` | `Retry::run_async`, `Backoff::spawn_gc_task` |
+//! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
+//! | `plots` | nothing in the library: only the plot-making examples |
+//!
+//! The minimum supported Rust version is 1.88; CI checks that no dependency
+//! needs a newer one. Jitter seeded with `.seed(n)` draws from SplitMix64,
+//! so a seed gives the same delays on every platform and release.
 //!
 //! ## Semantics
 //!
@@ -52,8 +105,11 @@
 //! client-go itself. `docs/semantics.md` lists each behaviour side by side
 //! with client-go and says where this crate saturates instead of wrapping.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod budget;
 pub mod clock;
+mod draws;
 mod error;
 mod keyed;
 pub mod retry;
@@ -61,10 +117,10 @@ pub mod strategy;
 
 pub use error::ConfigError;
 #[cfg(feature = "tokio")]
-pub use keyed::GcTask;
+pub use keyed::GcTaskGuard;
 pub use keyed::{
-    Backoff, BackoffBuilder, DEFAULT_SHARDS, DefaultHashBuilder, EntryView, GcHandle, InBackoff,
-    MAX_ATTEMPTS, MAX_BACKOFF, Snapshot, SnapshotEntry, Stats,
+    Backoff, BackoffBuilder, ClockFixed, ClockOpen, DEFAULT_SHARDS, DefaultHashBuilder, EntryView,
+    GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Snapshot, SnapshotEntry, Stats,
 };
 
 /// The README's example, compiled and run as a doc test.

@@ -39,17 +39,19 @@ fn nanos(v: &Value, field: &str) -> Duration {
 fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {
     let builder = Backoff::<String>::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
         .clock(clock.clone());
-    let builder = match config.get("expire_after_ns") {
+    match config.get("expire_after_ns") {
         // client-go's HasExpiredFunc, written as a closure over instants.
         Some(window) => {
             let window = Duration::from_nanos(window.as_u64().expect("expire_after_ns"));
-            builder.expiry(move |event: MockInstant, last: MockInstant, _max| {
-                event > last && event.saturating_duration_since(last) > window
-            })
+            builder
+                .expiry(move |event: MockInstant, last: MockInstant, _max| {
+                    event > last && event.saturating_duration_since(last) > window
+                })
+                .build()
         }
-        None => builder,
-    };
-    builder.build().expect("trace config is valid")
+        None => builder.build(),
+    }
+    .expect("trace config is valid")
 }
 
 /// Replays one trace; returns the number of results checked.

@@ -81,32 +81,34 @@ fn amortized_gc_keeps_memory_bounded_without_a_task() {
 }
 
 #[cfg(feature = "tokio")]
-#[tokio::test(start_paused = true)]
-async fn gc_task_runs_on_interval_and_stops_when_dropped() {
-    let clock = MockClock::new();
-    let b = mock_manager(&clock);
-    b.next("stale", clock.now());
-    clock.advance(11 * SEC);
-    let task = b.spawn_gc_task(Duration::from_secs(30)).expect("spawn");
-    tokio::time::sleep(Duration::from_secs(31)).await;
-    // The sweep runs on the blocking pool; wait for it to report.
-    for _ in 0..1_000 {
-        if b.is_empty() {
-            break;
+#[test]
+fn gc_task_runs_on_interval_and_stops_when_dropped() {
+    paused_runtime().block_on(async {
+        let clock = MockClock::new();
+        let b = mock_manager(&clock);
+        b.next("stale", clock.now());
+        clock.advance(11 * SEC);
+        let task = b.spawn_gc_task(Duration::from_secs(30)).expect("spawn");
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        // The sweep runs on the blocking pool; wait for it to report.
+        for _ in 0..1_000 {
+            if b.is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        assert!(b.is_empty());
+        assert!(b.stats().gc_runs >= 1);
+        drop(task);
         tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    assert!(b.is_empty());
-    assert!(b.stats().gc_runs >= 1);
-    drop(task);
-    tokio::task::yield_now().await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        Arc::weak_count(&b),
-        0,
-        "the aborted task released its reference"
-    );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            Arc::weak_count(&b),
+            0,
+            "the aborted task released its reference"
+        );
+    });
 }
 
 #[test]
@@ -205,4 +207,15 @@ fn stats_and_dump_describe_the_state() {
     );
     assert_eq!(b.gc(), 2);
     assert_eq!(b.stats().gc_removed, 2);
+}
+
+/// A current-thread tokio runtime with paused time: sleeps complete at once
+/// and advance the virtual clock.
+#[cfg(feature = "tokio")]
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
 }

@@ -172,24 +172,26 @@ fn an_exhausted_strategy_ends_the_loop() {
 }
 
 #[cfg(feature = "tokio")]
-#[tokio::test(start_paused = true)]
-async fn async_retry_under_paused_time() {
-    let s = exponential();
-    let started = tokio::time::Instant::now();
-    let ok = Retry::new(&s)
-        .max_attempts(5)
-        .run_async(|n| async move { if n < 4 { Err(n) } else { Ok(n) } })
-        .await
-        .unwrap();
-    assert_eq!(ok.attempts, 4);
-    // Paused time auto-advances through the sleeps: exactly 100+200+400 ms.
-    assert_eq!(started.elapsed(), 700 * MS);
-    let f = Retry::new(&s)
-        .max_attempts(2)
-        .run_async(|_| async { Err::<(), _>("x") })
-        .await
-        .unwrap_err();
-    assert_eq!((f.attempts, f.reason), (2, GaveUp::MaxAttempts));
+#[test]
+fn async_retry_under_paused_time() {
+    paused_runtime().block_on(async {
+        let s = exponential();
+        let started = tokio::time::Instant::now();
+        let ok = Retry::new(&s)
+            .max_attempts(5)
+            .run_async(|n| async move { if n < 4 { Err(n) } else { Ok(n) } })
+            .await
+            .unwrap();
+        assert_eq!(ok.attempts, 4);
+        // Paused time auto-advances through the sleeps: exactly 100+200+400 ms.
+        assert_eq!(started.elapsed(), 700 * MS);
+        let f = Retry::new(&s)
+            .max_attempts(2)
+            .run_async(|_| async { Err::<(), _>("x") })
+            .await
+            .unwrap_err();
+        assert_eq!((f.attempts, f.reason), (2, GaveUp::MaxAttempts));
+    });
 }
 
 #[test]
@@ -294,4 +296,15 @@ fn budget_stops_a_retry_storm() {
     // →5 refused. Calls 3–10: one attempt each, refused. 10 + 3 retries.
     assert_eq!(total_attempts, 10 + 3);
     assert!(!bucket.try_retry());
+}
+
+/// A current-thread tokio runtime with paused time: sleeps complete at once
+/// and advance the virtual clock.
+#[cfg(feature = "tokio")]
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
 }

@@ -4,7 +4,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use keyed_backoff::clock::{
     Clock, ClockInstant, MockClock, MockInstant, QuantaClock, StdClock, SystemClock,
@@ -81,12 +81,28 @@ fn bad_shard_counts_are_refused() {
 }
 
 #[test]
-fn expiry_before_clock_is_refused_not_dropped() {
-    let result = Backoff::<String>::builder(SEC, 60 * SEC)
-        .expiry(|_: Instant, _: Instant, _| true)
-        .clock(MockClock::new())
-        .build();
-    assert_eq!(result.unwrap_err().field(), "expiry");
+fn an_expiry_set_after_the_clock_builds_and_the_last_expiry_wins() {
+    // A custom expiry set after the clock is accepted (the compiler refuses
+    // the opposite order), and a later setting replaces an earlier one.
+    let clock = MockClock::new();
+    let b = Backoff::<String>::builder(SEC, 60 * SEC)
+        .clock(clock.clone())
+        .expiry(|_, _, _| true)
+        .expiry(|_, _, _| false)
+        .build()
+        .expect("expiry after clock builds");
+    b.next("k", clock.now());
+    clock.advance(1_000 * SEC);
+    assert_eq!(b.gc(), 0, "the second expiry (never stale) decides");
+    let b = Backoff::<String>::builder(SEC, 60 * SEC)
+        .clock(clock.clone())
+        .expiry(|_, _, _| false)
+        .expire_after(5 * SEC)
+        .build()
+        .expect("a fixed window after a custom expiry builds");
+    b.next("k", clock.now());
+    clock.advance(6 * SEC);
+    assert_eq!(b.gc(), 1, "the fixed window replaced the closure");
     // A fixed window is clock-independent and survives a clock change.
     let clock = MockClock::new();
     let b = Backoff::<String>::builder(SEC, 60 * SEC)

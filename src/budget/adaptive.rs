@@ -8,8 +8,8 @@ use super::RetryBudget;
 use super::window::Window;
 use crate::ConfigError;
 use crate::clock::{Clock, DefaultClock};
+use crate::draws::UnitDraws;
 use crate::error::finite_at_least;
-use crate::keyed::UnitDraws;
 
 /// Client-side adaptive throttling from the Google SRE book: over a sliding
 /// window (default 2 minutes, kept as 10 slots of counters) count `requests` (attempts the client made)

@@ -17,10 +17,13 @@ use super::Backoff;
 use crate::ConfigError;
 use crate::clock::Clock;
 
-/// A background GC thread; made by [`Backoff::spawn_gc`].
+/// Keeps a background GC thread running; made by [`Backoff::spawn_gc`].
 ///
-/// Dropping the handle (or calling [`stop`](Self::stop)) wakes the thread,
-/// waits for it to exit and joins it: the thread never outlives its handle.
+/// A guard, not a `JoinHandle`: **dropping it stops the thread** (it wakes
+/// the thread, waits for it to exit and joins it), so the thread never
+/// outlives its guard. Keep it in the struct that owns the manager, or call
+/// [`detach`](Self::detach) to let the thread run until the manager is
+/// dropped. `let _ = b.spawn_gc(..)` stops GC at once.
 ///
 /// ```
 /// use keyed_backoff::Backoff;
@@ -32,13 +35,14 @@ use crate::clock::Clock;
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug)]
-#[must_use = "dropping the handle stops the GC thread"]
-pub struct GcHandle {
+#[must_use = "dropping the guard stops the GC thread; keep it, or call .detach()"]
+pub struct GcGuard {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    detached: bool,
 }
 
-impl GcHandle {
+impl GcGuard {
     /// Stops the thread and waits for it to exit.
     ///
     /// ```
@@ -53,10 +57,32 @@ impl GcHandle {
     pub fn stop(self) {
         drop(self);
     }
+
+    /// Lets the thread run on its own: it stops when the manager is dropped
+    /// (it holds only a weak reference), never because of this guard.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+    /// b.spawn_gc(Duration::from_secs(30))?.detach();
+    /// drop(b); // the thread notices at its next wake-up and exits
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn detach(mut self) {
+        // Dropping the join handle detaches the thread; the stop flag is
+        // never set, so it runs until its weak reference finds the manager gone.
+        self.thread.take();
+        self.detached = true;
+    }
 }
 
-impl Drop for GcHandle {
+impl Drop for GcGuard {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         let (flag, wake) = &*self.stop;
         *flag.lock() = true;
         wake.notify_all();
@@ -68,39 +94,60 @@ impl Drop for GcHandle {
     }
 }
 
-/// A background GC task on the tokio runtime; made by
-/// [`Backoff::spawn_gc_task`]. Dropping it aborts the task.
+/// Keeps a background GC task on the tokio runtime running; made by
+/// [`Backoff::spawn_gc_task`].
+///
+/// A guard, not a `JoinHandle`: **dropping it aborts the task**. Keep it
+/// beside the manager, or call [`detach`](Self::detach) to let the task run
+/// until the manager is dropped.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
-#[must_use = "dropping the handle stops the GC task"]
-pub struct GcTask {
-    task: tokio::task::JoinHandle<()>,
+#[must_use = "dropping the guard stops the GC task; keep it, or call .detach()"]
+pub struct GcTaskGuard {
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 #[cfg(feature = "tokio")]
-impl GcTask {
+impl GcTaskGuard {
     /// Aborts the task.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// use keyed_backoff::Backoff;
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
     /// b.spawn_gc_task(Duration::from_secs(30))?.stop();
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # }).unwrap();
     /// ```
     pub fn stop(self) {
         drop(self);
     }
+
+    /// Lets the task run on its own until the manager is dropped.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+    /// b.spawn_gc_task(Duration::from_secs(30))?.detach();
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn detach(mut self) {
+        self.task.take();
+    }
 }
 
 #[cfg(feature = "tokio")]
-impl Drop for GcTask {
+impl Drop for GcTaskGuard {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
 }
 
@@ -169,7 +216,7 @@ where
     /// assert_eq!(b.spawn_gc(Duration::ZERO).unwrap_err().field(), "interval");
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn spawn_gc(self: &Arc<Self>, interval: Duration) -> Result<GcHandle, ConfigError> {
+    pub fn spawn_gc(self: &Arc<Self>, interval: Duration) -> Result<GcGuard, ConfigError> {
         let interval = positive(interval)?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let weak: Weak<Self> = Arc::downgrade(self);
@@ -197,9 +244,10 @@ where
                 }
             })
             .map_err(|e| ConfigError::new("interval", "a GC thread the OS can start", e))?;
-        Ok(GcHandle {
+        Ok(GcGuard {
             stop,
             thread: Some(thread),
+            detached: false,
         })
     }
 
@@ -209,19 +257,18 @@ where
     /// called inside a tokio runtime. `interval` must be greater than zero.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// use keyed_backoff::Backoff;
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?);
     /// let gc = b.spawn_gc_task(Duration::from_secs(60))?;
     /// drop(gc); // aborts the task
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # }).unwrap();
     /// ```
     #[cfg(feature = "tokio")]
-    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTask, ConfigError> {
+    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
         let interval = positive(interval)?;
         let weak: Weak<Self> = Arc::downgrade(self);
         let task = tokio::spawn(async move {
@@ -238,6 +285,6 @@ where
                 let _ = tokio::task::spawn_blocking(move || backoff.gc()).await;
             }
         });
-        Ok(GcTask { task })
+        Ok(GcTaskGuard { task: Some(task) })
     }
 }

@@ -38,7 +38,7 @@ use crate::strategy::{FactorJitter, Step, Strategy};
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until .build() is called"]
-pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
+pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder, T = ClockOpen> {
     initial: Duration,
     max: Duration,
     jitter: f64,
@@ -51,11 +51,48 @@ pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     expiry: Option<Expiry<C::Instant>>,
     strategy: Option<(Box<dyn Step>, Option<u64>)>,
     amortized_gc: Option<u32>,
-    /// Set when `.clock(..)` had to drop a custom expiry written for the
-    /// previous clock's instant type; `build` then refuses.
-    expiry_lost: bool,
-    keys: PhantomData<fn() -> K>,
+    keys: PhantomData<fn() -> (K, T)>,
 }
+
+/// Builder state: the clock may still be changed with
+/// [`BackoffBuilder::clock`].
+///
+/// ```
+/// use keyed_backoff::{Backoff, BackoffBuilder, ClockOpen};
+/// let _b: BackoffBuilder<String, _, _, ClockOpen> =
+///     Backoff::<String>::builder(std::time::Duration::from_secs(1), std::time::Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ClockOpen;
+
+/// Builder state after [`BackoffBuilder::expiry`]: the custom expiry is
+/// written for the clock's instant type, so the clock can no longer change.
+/// Calling `.clock(..)` then does not compile:
+///
+/// ```compile_fail
+/// use keyed_backoff::Backoff;
+/// use keyed_backoff::clock::MockClock;
+/// use std::time::Duration;
+/// let _ = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(2))
+///     .expiry(|_, _, _| false)
+///     .clock(MockClock::new()); // error: set the clock before the expiry
+/// ```
+///
+/// Set the clock first:
+///
+/// ```
+/// use keyed_backoff::Backoff;
+/// use keyed_backoff::clock::MockClock;
+/// use std::time::Duration;
+/// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(2))
+///     .clock(MockClock::new())
+///     .expiry(|_, _, _| false)
+///     .build()?;
+/// # let _ = b;
+/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ClockFixed;
 
 impl<K> BackoffBuilder<K> {
     pub(crate) fn new(initial: Duration, max: Duration) -> Self {
@@ -71,13 +108,54 @@ impl<K> BackoffBuilder<K> {
             expiry: None,
             strategy: None,
             amortized_gc: None,
-            expiry_lost: false,
             keys: PhantomData,
         }
     }
 }
 
-impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
+impl<K, C: Clock, S> BackoffBuilder<K, C, S, ClockOpen> {
+    /// The clock to read; changes the builder's clock type. Default
+    /// [`DefaultClock`].
+    ///
+    /// Only available before [`expiry`](Self::expiry): a custom expiry is
+    /// written for one clock's instant type, so the compiler refuses a
+    /// `.clock(..)` after it (see [`ClockFixed`]).
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::QuantaClock;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .clock(QuantaClock)
+    ///     .build()?;
+    /// b.next("k", quanta::Instant::now());
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S, ClockOpen> {
+        let expiry = match self.expiry {
+            None => None,
+            Some(Expiry::After(window)) => Some(Expiry::After(window)),
+            // Unreachable: `expiry` moves the builder to `ClockFixed`.
+            Some(Expiry::Custom(_)) => None,
+        };
+        BackoffBuilder {
+            initial: self.initial,
+            max: self.max,
+            jitter: self.jitter,
+            seed: self.seed,
+            clock,
+            hasher: self.hasher,
+            shards: self.shards,
+            capacity: self.capacity,
+            expiry,
+            strategy: self.strategy,
+            amortized_gc: self.amortized_gc,
+            keys: PhantomData,
+        }
+    }
+}
+
+impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// Jitter factor, client-go's `maxJitterFactor`: each step adds
     /// `U[0,1) · jitter · previous backoff` before the cap. Default `0.0`.
     /// Must be a finite number `>= 0`.
@@ -114,46 +192,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
         self
     }
 
-    /// The clock to read; changes the builder's clock type. Default
-    /// [`DefaultClock`].
-    ///
-    /// Call it before [`expiry`](Self::expiry): a custom expiry is written
-    /// for one clock's instant type, so setting a clock afterwards makes
-    /// [`build`](Self::build) fail with a `ConfigError` for `expiry`.
-    ///
-    /// ```
-    /// use keyed_backoff::Backoff;
-    /// use keyed_backoff::clock::QuantaClock;
-    /// use std::time::Duration;
-    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .clock(QuantaClock)
-    ///     .build()?;
-    /// b.next("k", quanta::Instant::now());
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S> {
-        let (expiry, lost) = match self.expiry {
-            None => (None, false),
-            Some(Expiry::After(window)) => (Some(Expiry::After(window)), false),
-            Some(Expiry::Custom(_)) => (None, true),
-        };
-        BackoffBuilder {
-            initial: self.initial,
-            max: self.max,
-            jitter: self.jitter,
-            seed: self.seed,
-            clock,
-            hasher: self.hasher,
-            shards: self.shards,
-            capacity: self.capacity,
-            expiry,
-            strategy: self.strategy,
-            amortized_gc: self.amortized_gc,
-            expiry_lost: self.expiry_lost || lost,
-            keys: PhantomData,
-        }
-    }
-
     /// A custom expiry, client-go's `HasExpiredFunc`: called with
     /// `(event_time, last_update, max)`, returns whether the entry is stale.
     /// The same function decides in `next`, both checks and `gc` (where the
@@ -174,12 +212,24 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// # let _ = b;
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn expiry<F>(mut self, has_expired: F) -> Self
+    pub fn expiry<F>(self, has_expired: F) -> BackoffBuilder<K, C, S, ClockFixed>
     where
         F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
     {
-        self.expiry = Some(Expiry::Custom(Arc::new(has_expired)));
-        self
+        BackoffBuilder {
+            initial: self.initial,
+            max: self.max,
+            jitter: self.jitter,
+            seed: self.seed,
+            clock: self.clock,
+            hasher: self.hasher,
+            shards: self.shards,
+            capacity: self.capacity,
+            expiry: Some(Expiry::Custom(Arc::new(has_expired))),
+            strategy: self.strategy,
+            amortized_gc: self.amortized_gc,
+            keys: PhantomData,
+        }
     }
 
     /// Expiry after a fixed window: stale when `event − last_update >
@@ -213,7 +263,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// # let _ = b;
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2> {
+    pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2, T> {
         BackoffBuilder {
             initial: self.initial,
             max: self.max,
@@ -226,7 +276,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             expiry: self.expiry,
             strategy: self.strategy,
             amortized_gc: self.amortized_gc,
-            expiry_lost: self.expiry_lost,
             keys: PhantomData,
         }
     }
@@ -275,7 +324,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// assert_eq!(secs, [1, 3, 5]);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn strategy<T: Step + Clone>(mut self, strategy: Strategy<T>) -> Self {
+    pub fn strategy<St: Step + Clone>(mut self, strategy: Strategy<St>) -> Self {
         let (step, seed) = strategy.into_parts();
         self.strategy = Some((Box::new(step), seed));
         self
@@ -329,7 +378,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     ///
     /// Errors: `initial` or `max` above [`MAX_BACKOFF`] (about 52 days);
     /// `jitter` NaN, infinite or negative; `shards` not a power of two in
-    /// 2..=65536; `expiry` set before `clock`.
+    /// 2..=65536.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -345,13 +394,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
         let initial = within_max_backoff("initial", self.initial)?;
         let max = within_max_backoff("max", self.max)?;
         let jitter = finite_at_least("jitter", self.jitter, 0.0)?;
-        if self.expiry_lost {
-            return Err(ConfigError::new(
-                "expiry",
-                "set after .clock(..) (a custom expiry is typed by the clock's instant)",
-                "an expiry set before .clock(..)",
-            ));
-        }
         let map = match self.shards.unwrap_or(DEFAULT_SHARDS) {
             n if n.is_power_of_two() && (2..=65_536).contains(&n) => {
                 DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, n)

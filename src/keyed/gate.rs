@@ -96,9 +96,11 @@ where
     ///
     /// With client-go's API a caller checks `IsInBackOffSince…` and then
     /// calls `Next`; two callers (or an event-driven requeue that skips the
-    /// check, kubernetes issue 132805) can both pass the check or advance
-    /// without waiting, and the failure count races to the cap. `try_next`
-    /// cannot: at most one caller advances per backoff window.
+    /// check) can both pass the check or advance without waiting, and the
+    /// failure count races to the cap. (client-go's workqueue rate limiter
+    /// shows the same effect: every spurious requeue through
+    /// `AddRateLimited` counts as a failure, kubernetes issue 132805.)
+    /// `try_next` cannot: at most one caller advances per backoff window.
     ///
     /// ```
     /// use keyed_backoff::{Backoff, InBackoff};

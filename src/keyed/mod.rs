@@ -22,10 +22,10 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
 
 use background::Amortized;
-pub use background::GcHandle;
+pub use background::GcGuard;
 #[cfg(feature = "tokio")]
-pub use background::GcTask;
-pub use builder::{BackoffBuilder, DEFAULT_SHARDS};
+pub use background::GcTaskGuard;
+pub use builder::{BackoffBuilder, ClockFixed, ClockOpen, DEFAULT_SHARDS};
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 pub use gate::InBackoff;
 pub use observe::{EntryView, Snapshot, SnapshotEntry, Stats};
@@ -34,7 +34,6 @@ use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
 use expiry::{Expiry, ExpiryCheck};
 use rule::Rule;
-pub(crate) use rule::UnitDraws;
 
 /// The hasher used when none is chosen: foldhash's fast hasher, seeded
 /// randomly per manager so keys from untrusted input cannot be crafted to

@@ -4,42 +4,11 @@
 //! dispatch; any other [`Step`] can replace it. Random draws come from a
 //! lock-free, reproducible source.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
-
 use crate::clock::saturating_nanos;
+use crate::draws::UnitDraws;
 use crate::strategy::{FactorJitter, Step};
-
-/// A lock-free, reproducible source of `U[0,1)` draws.
-///
-/// Draw `n` comes from a generator seeded with `(seed, n)`, so a seeded
-/// manager driven from one thread gives the same jitter every run, and
-/// concurrent callers never wait on a lock for randomness.
-#[derive(Debug)]
-pub(crate) struct UnitDraws {
-    seed: u64,
-    counter: AtomicU64,
-}
-
-impl UnitDraws {
-    pub(crate) fn new(seed: u64) -> Self {
-        UnitDraws {
-            seed,
-            counter: AtomicU64::new(0),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn next_unit(&self) -> f64 {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        // Spread consecutive draw numbers over the seed space before seeding.
-        let stream = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        SmallRng::seed_from_u64(stream).random::<f64>()
-    }
-}
 
 #[derive(Debug)]
 pub(crate) enum Formula {
@@ -115,17 +84,5 @@ mod tests {
         }
         let capped = client_go(1_000, 2_100, 0.5);
         assert!((0..1_000).all(|_| capped.following(1_000, 1) <= 2_100));
-    }
-
-    #[test]
-    fn same_seed_same_draws() {
-        let a = UnitDraws::new(42);
-        let b = UnitDraws::new(42);
-        let xs: Vec<f64> = (0..100).map(|_| a.next_unit()).collect();
-        let ys: Vec<f64> = (0..100).map(|_| b.next_unit()).collect();
-        assert_eq!(xs, ys);
-        assert!(xs.iter().all(|u| (0.0..1.0).contains(u)));
-        let mean = xs.iter().sum::<f64>() / 100.0;
-        assert!((0.3..0.7).contains(&mean), "{mean}");
     }
 }

@@ -371,16 +371,15 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// (so tokio's paused time drives it in tests).
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
     /// use keyed_backoff::retry::Retry;
     /// use keyed_backoff::strategy::Constant;
     /// use std::time::Duration;
     /// let s = Constant::new(Duration::from_secs(5)).build()?;
     /// let ok = Retry::new(&s).run_async(|n| async move { if n == 3 { Ok(n) } else { Err(()) } }).await.unwrap();
     /// assert_eq!(ok.attempts, 3);
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # }).unwrap();
     /// ```
     #[cfg(feature = "tokio")]
     pub async fn run_async<T, F>(

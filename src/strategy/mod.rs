@@ -48,15 +48,13 @@ mod jitter;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
-
 pub use apimachinery::WaitBackoff;
 pub use basic::{Constant, Exponential, Linear};
 pub use classic::{Cenkalti, Ethernet, GoogleCloud, Hadoop};
 pub use jitter::{Decorrelated, EqualJitter, FactorJitter, FullJitter};
 
 use crate::ConfigError;
+use crate::draws::SeqDraws;
 
 /// One step of a delay formula.
 ///
@@ -153,10 +151,7 @@ impl<S: Step + Clone> Strategy<S> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn iter(&self) -> Delays<S> {
-        let rng = match self.seed {
-            Some(seed) => SmallRng::seed_from_u64(seed),
-            None => SmallRng::seed_from_u64(rand::random()),
-        };
+        let rng = SeqDraws::new(self.seed.unwrap_or_else(rand::random));
         Delays {
             step: self.step.clone(),
             n: 0,
@@ -205,7 +200,7 @@ pub struct Delays<S> {
     step: S,
     n: u32,
     previous: Option<Duration>,
-    rng: SmallRng,
+    rng: SeqDraws,
 }
 
 impl<S: Step> Iterator for Delays<S> {
@@ -214,7 +209,7 @@ impl<S: Step> Iterator for Delays<S> {
         let rng = &mut self.rng;
         let d = self
             .step
-            .delay(self.n, self.previous, &mut || rng.random::<f64>())?;
+            .delay(self.n, self.previous, &mut || rng.next_unit())?;
         self.n = self.n.saturating_add(1);
         self.previous = Some(d);
         Some(d)

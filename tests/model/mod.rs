@@ -202,14 +202,16 @@ pub fn build(cfg: Config, clock: &MockClock) -> Backoff<String, MockClock> {
     )
     .clock(clock.clone())
     .seed(1);
-    let b = match cfg.expiry {
-        ExpiryKind::TwiceMax => b,
-        ExpiryKind::Fixed(w) => b.expire_after(Duration::from_nanos(w)),
-        ExpiryKind::Closure(w) => b.expiry(move |event: MockInstant, last: MockInstant, _| {
-            event > last && event.saturating_duration_since(last) > Duration::from_nanos(w)
-        }),
-    };
-    b.build().expect("model configs are valid")
+    match cfg.expiry {
+        ExpiryKind::TwiceMax => b.build(),
+        ExpiryKind::Fixed(w) => b.expire_after(Duration::from_nanos(w)).build(),
+        ExpiryKind::Closure(w) => b
+            .expiry(move |event: MockInstant, last: MockInstant, _| {
+                event > last && event.saturating_duration_since(last) > Duration::from_nanos(w)
+            })
+            .build(),
+    }
+    .expect("model configs are valid")
 }
 
 fn instant(t: i128) -> MockInstant {
