@@ -160,21 +160,7 @@ pub trait ClockInstant:
     }
 }
 
-/// Whole nanoseconds in `d`, saturating at `u64::MAX` (about 584 years).
-///
-/// ```
-/// use keyed_backoff::clock::saturating_nanos;
-/// use std::time::Duration;
-/// assert_eq!(saturating_nanos(Duration::from_secs(1)), 1_000_000_000);
-/// assert_eq!(saturating_nanos(Duration::MAX), u64::MAX);
-/// ```
-#[inline]
-pub fn saturating_nanos(d: Duration) -> u64 {
-    d.as_secs()
-        .checked_mul(1_000_000_000)
-        .and_then(|s| s.checked_add(u64::from(d.subsec_nanos())))
-        .unwrap_or(u64::MAX)
-}
+pub use crate::duration::saturating_nanos;
 
 #[inline]
 fn saturating_nanos_i64(d: Duration) -> i64 {

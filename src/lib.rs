@@ -110,6 +110,7 @@
 pub mod budget;
 pub mod clock;
 mod draws;
+mod duration;
 mod error;
 mod keyed;
 pub mod retry;

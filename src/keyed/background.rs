@@ -6,7 +6,6 @@
 //! alive, and each stops when its handle is dropped.
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -147,41 +146,6 @@ impl Drop for GcTaskGuard {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
-        }
-    }
-}
-
-/// Opt-in amortised GC: every `every`-th `next` runs a sweep, unless another
-/// caller is already sweeping.
-#[derive(Debug)]
-pub(crate) struct Amortized {
-    every: u64,
-    calls: AtomicU64,
-    sweeping: AtomicBool,
-}
-
-impl Amortized {
-    pub(crate) fn new(every: u32) -> Self {
-        Amortized {
-            every: u64::from(every.max(1)),
-            calls: AtomicU64::new(0),
-            sweeping: AtomicBool::new(false),
-        }
-    }
-
-    /// Counts one call; runs `sweep` on every `every`-th, one sweeper at a time.
-    #[inline]
-    pub(crate) fn tick(&self, sweep: impl FnOnce()) {
-        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(self.every) && !self.sweeping.swap(true, Ordering::Acquire) {
-            struct Release<'a>(&'a AtomicBool);
-            impl Drop for Release<'_> {
-                fn drop(&mut self) {
-                    self.0.store(false, Ordering::Release);
-                }
-            }
-            let _release = Release(&self.sweeping);
-            sweep();
         }
     }
 }

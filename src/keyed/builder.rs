@@ -10,8 +10,9 @@ use dashmap::DashMap;
 use super::entry::MAX_BACKOFF;
 use super::expiry::Expiry;
 use super::rule::{Formula, Rule};
-use super::{Amortized, Backoff, DefaultHashBuilder};
-use crate::clock::{Clock, DefaultClock, saturating_nanos};
+use super::store::Store;
+use super::{Backoff, DefaultHashBuilder};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{ConfigError, finite_at_least};
 use crate::strategy::{FactorJitter, Step, Strategy};
 
@@ -246,7 +247,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn expire_after(mut self, window: Duration) -> Self {
-        self.expiry = Some(Expiry::After(saturating_nanos(window)));
+        self.expiry = Some(Expiry::after(window));
         self
     }
 
@@ -420,15 +421,13 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
                 None,
             ),
         };
-        let amortized = match self.amortized_gc {
-            Some(0) => return Err(ConfigError::new("amortized_gc", "at least 1", 0)),
-            Some(every) => Some(Amortized::new(every)),
-            None => None,
-        };
+        if self.amortized_gc == Some(0) {
+            return Err(ConfigError::new("amortized_gc", "at least 1", 0));
+        }
         let seed = self.seed.or(strategy_seed).unwrap_or_else(rand::random);
         let epoch = self.clock.now();
         Ok(Backoff {
-            map,
+            store: Store::new(map, self.amortized_gc),
             rule: Rule::new(formula, seed),
             clock: self.clock,
             epoch,
@@ -436,8 +435,6 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
             max,
             jitter,
             expiry: self.expiry.unwrap_or_else(|| Expiry::twice_max(max)),
-            amortized,
-            counters: Default::default(),
         })
     }
 }

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use super::policy::Tick;
+
 const BACKOFF_BITS: u32 = 52;
 const BACKOFF_MASK: u64 = (1 << BACKOFF_BITS) - 1;
 const ATTEMPTS_MAX: u32 = (1 << (64 - BACKOFF_BITS)) - 1;
@@ -30,7 +32,7 @@ pub const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
-    last_update: i64,
+    last_update: Tick,
     packed: u64,
 }
 
@@ -38,7 +40,7 @@ impl Entry {
     /// An entry updated at `last_update` holding `backoff_ns` (clamped to
     /// [`MAX_BACKOFF`]) after `attempts` (clamped to [`MAX_ATTEMPTS`]).
     #[inline]
-    pub(crate) fn new(last_update: i64, backoff_ns: u64, attempts: u32) -> Self {
+    pub(crate) fn new(last_update: Tick, backoff_ns: u64, attempts: u32) -> Self {
         let backoff = backoff_ns.min(BACKOFF_MASK);
         let attempts = u64::from(attempts.min(ATTEMPTS_MAX));
         Entry {
@@ -48,7 +50,7 @@ impl Entry {
     }
 
     #[inline]
-    pub(crate) fn last_update(self) -> i64 {
+    pub(crate) fn last_update(self) -> Tick {
         self.last_update
     }
 
@@ -79,14 +81,14 @@ mod tests {
 
     #[test]
     fn fields_round_trip_and_clamp() {
-        let e = Entry::new(-7, 123, 5);
+        let e = Entry::new(Tick(-7), 123, 5);
         assert_eq!(
             (e.last_update(), e.backoff_ns(), e.attempts()),
-            (-7, 123, 5)
+            (Tick(-7), 123, 5)
         );
-        let big = Entry::new(i64::MAX, u64::MAX, u32::MAX);
+        let big = Entry::new(Tick(i64::MAX), u64::MAX, u32::MAX);
         assert_eq!(big.backoff(), MAX_BACKOFF);
         assert_eq!(big.attempts(), MAX_ATTEMPTS);
-        assert_eq!(big.last_update(), i64::MAX);
+        assert_eq!(big.last_update(), Tick(i64::MAX));
     }
 }

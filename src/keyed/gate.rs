@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::Backoff;
 use super::entry::Entry;
+use super::policy;
 use crate::clock::Clock;
 
 /// Returned by [`Backoff::try_next`] while the key must still wait.
@@ -56,7 +57,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.entry_of(key).map_or(0, Entry::attempts)
+        self.store.get(key).map_or(0, Entry::attempts)
     }
 
     /// The wait left at `now` before the key's backoff window (started at
@@ -86,8 +87,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let entry = self.entry_of(key)?;
-        self.remaining_at(entry, now, self.tick(now))
+        policy::remaining(&self.judge(), self.store.get(key)?, self.tick(now))
     }
 
     /// The atomic gate: in one operation under the key's lock, refuse with
@@ -123,31 +123,17 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let now_event = self.tick(now);
-        self.update(key, |old, now_tick| {
-            if let Some(entry) = old
-                && let Some(remaining) = self.remaining_at(entry, now, now_event)
-            {
-                return Err(InBackoff { remaining });
-            }
-            Ok(self.advanced(old, now, now_event, now_tick))
-        })
-        .map(Entry::backoff)
-    }
-
-    /// The wait left at `now_tick` for `entry`, if it is in backoff.
-    #[inline]
-    pub(super) fn remaining_at(
-        &self,
-        entry: Entry,
-        now: C::Instant,
-        now_tick: i64,
-    ) -> Option<Duration> {
-        if self.expired(now, now_tick, entry) {
-            return None;
-        }
-        let end = i128::from(entry.last_update()) + i128::from(entry.backoff_ns());
-        let left = end - i128::from(now_tick);
-        (left > 0).then(|| Duration::from_nanos(u64::try_from(left).unwrap_or(u64::MAX)))
+        let event = self.tick(now);
+        let judge = self.judge();
+        let decided = self.store.update(
+            key,
+            || self.now_tick(),
+            |old, at| {
+                policy::gate(&self.rule, &judge, old, event, at)
+                    .map_err(|remaining| InBackoff { remaining })
+            },
+        );
+        self.after_write();
+        decided.map(Entry::backoff)
     }
 }

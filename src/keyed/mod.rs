@@ -10,18 +10,15 @@ mod entry;
 mod expiry;
 mod gate;
 mod observe;
+mod policy;
 mod rule;
+mod store;
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry as MapEntry;
-
-use background::Amortized;
 pub use background::GcGuard;
 #[cfg(feature = "tokio")]
 pub use background::GcTaskGuard;
@@ -32,8 +29,10 @@ pub use observe::{EntryView, Snapshot, SnapshotEntry, Stats};
 
 use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
-use expiry::{Expiry, ExpiryCheck};
+use expiry::{Expiry, Judge};
+use policy::Tick;
 use rule::Rule;
+use store::Store;
 
 /// The hasher used when none is chosen: foldhash's fast hasher, seeded
 /// randomly per manager so keys from untrusted input cannot be crafted to
@@ -79,7 +78,7 @@ pub type DefaultHashBuilder = foldhash::fast::RandomState;
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 pub struct Backoff<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
-    map: DashMap<K, Entry, S>,
+    store: Store<K, S>,
     clock: C,
     epoch: C::Instant,
     initial: Duration,
@@ -87,15 +86,6 @@ pub struct Backoff<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     jitter: f64,
     rule: Rule,
     expiry: Expiry<C::Instant>,
-    amortized: Option<Amortized>,
-    counters: GcCounters,
-}
-
-/// Totals reported by [`Backoff::stats`].
-#[derive(Debug, Default)]
-struct GcCounters {
-    gc_runs: AtomicU64,
-    gc_removed: AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone> Backoff<K> {
@@ -167,15 +157,16 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let event_tick = self.tick(event_time);
-        let updated: Result<Entry, std::convert::Infallible> = self.update(key, |old, now_tick| {
-            Ok(self.advanced(old, event_time, event_tick, now_tick))
-        });
-        if let Some(amortized) = &self.amortized {
-            amortized.tick(|| {
-                self.gc();
-            });
-        }
+        let event = self.tick(event_time);
+        let judge = self.judge();
+        let updated = self.store.update(
+            key,
+            || self.now_tick(),
+            |old, now| -> Result<Entry, std::convert::Infallible> {
+                Ok(policy::next_entry(&self.rule, &judge, old, event, now))
+            },
+        );
+        self.after_write();
         match updated {
             Ok(entry) => entry.backoff(),
         }
@@ -201,7 +192,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.entry_of(key).map_or(Duration::ZERO, Entry::backoff)
+        self.store.get(key).map_or(Duration::ZERO, Entry::backoff)
     }
 
     /// client-go's `IsInBackOffSince`: whether less than the key's backoff
@@ -233,15 +224,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(entry) = self.entry_of(key) else {
-            return false;
-        };
-        let event_tick = self.tick(event_time);
-        if self.expired(event_time, event_tick, entry) {
-            return false;
-        }
-        let since_event = i128::from(self.tick(self.clock.now())) - i128::from(event_tick);
-        since_event < i128::from(entry.backoff_ns())
+        self.store.get(key).is_some_and(|entry| {
+            policy::in_backoff_since(&self.judge(), entry, self.tick(event_time), self.now_tick())
+        })
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event_time` falls
@@ -269,15 +254,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(entry) = self.entry_of(key) else {
-            return false;
-        };
-        let event_tick = self.tick(event_time);
-        if self.expired(event_time, event_tick, entry) {
-            return false;
-        }
-        let since_update = i128::from(event_tick) - i128::from(entry.last_update());
-        since_update < i128::from(entry.backoff_ns())
+        self.store.get(key).is_some_and(|entry| {
+            policy::in_backoff_since_update(&self.judge(), entry, self.tick(event_time))
+        })
     }
 
     /// client-go's `Reset` and `DeleteEntry` (the same operation there):
@@ -298,7 +277,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.remove(key).is_some()
+        self.store.remove(key)
     }
 
     /// client-go's `GC`: removes every entry that has expired as of the
@@ -324,19 +303,10 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn gc(&self) -> usize {
-        let now = self.clock.now();
-        let now_tick = self.tick(now);
-        let mut removed = 0;
-        self.map.retain(|_, entry| {
-            let keep = !self.expired(now, now_tick, *entry);
-            removed += usize::from(!keep);
-            keep
-        });
-        self.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .gc_removed
-            .fetch_add(removed as u64, Ordering::Relaxed);
-        removed
+        let now = self.now_tick();
+        let judge = self.judge();
+        self.store
+            .sweep(|entry| policy::expired(&judge, entry, now))
     }
 
     /// Releases table memory left over after entries were removed (for
@@ -356,7 +326,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn shrink_to_fit(&self) {
-        self.map.shrink_to_fit();
+        self.store.shrink_to_fit();
     }
 
     /// The number of entries held, expired ones included.
@@ -371,7 +341,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.store.len()
     }
 
     /// Whether no entries are held.
@@ -384,7 +354,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.store.is_empty()
     }
 
     /// The clock this manager reads.
@@ -431,90 +401,40 @@ where
         self.max
     }
 
+    /// `t` on the manager's time line.
     #[inline]
-    fn tick(&self, t: C::Instant) -> i64 {
-        t.nanos_since(self.epoch)
+    fn tick(&self, t: C::Instant) -> Tick {
+        Tick(t.nanos_since(self.epoch))
     }
 
+    /// The clock's now on the manager's time line.
     #[inline]
-    fn entry_of<Q>(&self, key: &Q) -> Option<Entry>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.map.view(key, |_, entry| *entry)
+    fn now_tick(&self) -> Tick {
+        self.tick(self.clock.now())
     }
 
+    /// The expiry rule as the policy asks it.
     #[inline]
-    fn expired(&self, event: C::Instant, event_tick: i64, entry: Entry) -> bool {
-        self.expiry.has_expired(&ExpiryCheck {
-            event,
-            event_tick,
-            last_tick: entry.last_update(),
+    fn judge(&self) -> Judge<'_, C::Instant> {
+        Judge {
+            expiry: &self.expiry,
             epoch: self.epoch,
             max: self.max,
-        })
-    }
-
-    /// The entry after a `next` at `event`, updated at `now_tick`.
-    #[inline]
-    fn advanced(
-        &self,
-        old: Option<Entry>,
-        event: C::Instant,
-        event_tick: i64,
-        now_tick: i64,
-    ) -> Entry {
-        match old {
-            Some(e) if !self.expired(event, event_tick, e) => Entry::new(
-                now_tick,
-                self.rule.following(e.backoff_ns(), e.attempts()),
-                e.attempts().saturating_add(1),
-            ),
-            _ => Entry::new(now_tick, self.rule.first(), 1),
         }
     }
 
-    /// Read-modify-write of one key under its shard's write lock: `decide`
-    /// gets the current entry (if any) and the clock's now, read under the
-    /// lock so a key's last-update time never moves backwards between racing
-    /// callers. `Ok` stores the new entry; `Err` leaves the map untouched.
+    /// Counts a write for amortised GC, sweeping when it is due.
     #[inline]
-    fn update<Q, E>(
-        &self,
-        key: &Q,
-        decide: impl Fn(Option<Entry>, i64) -> Result<Entry, E>,
-    ) -> Result<Entry, E>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-    {
-        if let Some(mut slot) = self.map.get_mut(key) {
-            let updated = decide(Some(*slot), self.tick(self.clock.now()))?;
-            *slot = updated;
-            return Ok(updated);
-        }
-        // Another thread may insert between the lookup above and this call;
-        // the entry API then sees it occupied, so no update is lost.
-        match self.map.entry(key.to_owned().into()) {
-            MapEntry::Occupied(mut slot) => {
-                let updated = decide(Some(*slot.get()), self.tick(self.clock.now()))?;
-                *slot.get_mut() = updated;
-                Ok(updated)
-            }
-            MapEntry::Vacant(slot) => {
-                let updated = decide(None, self.tick(self.clock.now()))?;
-                slot.insert(updated);
-                Ok(updated)
-            }
-        }
+    fn after_write(&self) {
+        self.store.after_write(|| {
+            self.gc();
+        });
     }
 }
 
 impl<K, C: Clock, S> fmt::Debug for Backoff<K, C, S>
 where
-    K: Hash + Eq,
+    K: Hash + Eq + Clone,
     S: BuildHasher + Clone,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -523,7 +443,7 @@ where
             .field("max", &self.max)
             .field("jitter", &self.jitter)
             .field("expiry", &self.expiry)
-            .field("entries", &self.map.len())
+            .field("entries", &self.store.len())
             .finish_non_exhaustive()
     }
 }

@@ -4,12 +4,13 @@
 use std::borrow::Borrow;
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::Backoff;
 use super::entry::Entry;
-use crate::clock::{Clock, ClockInstant, saturating_nanos};
+use super::policy::{self, Tick};
+use crate::clock::{Clock, ClockInstant};
+use crate::duration::saturating_nanos;
 
 /// One entry as seen at one instant; from [`Backoff::entries`].
 ///
@@ -129,14 +130,15 @@ where
     C: Clock,
     S: BuildHasher + Clone,
 {
-    fn view(&self, key: &K, e: Entry, now: C::Instant, now_tick: i64) -> EntryView<K, C::Instant> {
+    fn view(&self, key: &K, e: Entry, now: Tick) -> EntryView<K, C::Instant> {
+        let judge = self.judge();
         EntryView {
             key: key.clone(),
             backoff: e.backoff(),
             attempts: e.attempts(),
-            last_update: self.epoch.offset_by_nanos(e.last_update()),
-            remaining: self.remaining_at(e, now, now_tick),
-            expired: self.expired(now, now_tick, e),
+            last_update: self.epoch.offset_by_nanos(e.last_update().0),
+            remaining: policy::remaining(&judge, e, now),
+            expired: policy::expired(&judge, e, now),
         }
     }
 
@@ -157,11 +159,11 @@ where
 
     /// Every entry as seen at `now`.
     fn entries_at(&self, now: C::Instant) -> Vec<EntryView<K, C::Instant>> {
-        let now_tick = self.tick(now);
-        self.map
-            .iter()
-            .map(|r| self.view(r.key(), *r.value(), now, now_tick))
-            .collect()
+        let now = self.tick(now);
+        let mut views = Vec::with_capacity(self.store.len());
+        self.store
+            .for_each(|key, e| views.push(self.view(key, e, now)));
+        views
     }
 
     /// One key's entry as seen now.
@@ -180,9 +182,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.clock.now();
-        let r = self.map.get(key)?;
-        Some(self.view(r.key(), *r.value(), now, self.tick(now)))
+        let now = self.now_tick();
+        let (k, e) = self.store.get_key_value(key)?;
+        Some(self.view(&k, e, now))
     }
 
     /// Counters: entries, in backoff now, expired awaiting GC, GC runs and
@@ -197,24 +199,24 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn stats(&self) -> Stats {
-        let now = self.clock.now();
-        let now_tick = self.tick(now);
+        let now = self.now_tick();
+        let judge = self.judge();
         let mut stats = self.gc_totals();
-        for r in self.map.iter() {
-            let e = *r.value();
+        self.store.for_each(|_, e| {
             stats.tally(
-                self.expired(now, now_tick, e),
-                self.remaining_at(e, now, now_tick).is_some(),
+                policy::expired(&judge, e, now),
+                policy::remaining(&judge, e, now).is_some(),
             );
-        }
+        });
         stats
     }
 
     /// [`Stats`] with the GC counters filled in and nothing tallied yet.
     fn gc_totals(&self) -> Stats {
+        let (gc_runs, gc_removed) = self.store.gc_totals();
         Stats {
-            gc_runs: self.counters.gc_runs.load(Ordering::Relaxed),
-            gc_removed: self.counters.gc_removed.load(Ordering::Relaxed),
+            gc_runs,
+            gc_removed,
             ..Stats::default()
         }
     }
@@ -251,38 +253,37 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn snapshot_at(&self, wall_now: SystemTime) -> Snapshot<K> {
-        let now_tick = self.tick(self.clock.now());
-        let entries = self
-            .map
-            .iter()
-            .map(|r| {
-                let e = *r.value();
-                let age = i128::from(now_tick) - i128::from(e.last_update());
-                let last_update = if age >= 0 {
-                    wall_now.saturating_sub(Duration::from_nanos(
-                        u64::try_from(age).unwrap_or(u64::MAX),
-                    ))
-                } else {
-                    wall_now.saturating_add(Duration::from_nanos(
-                        u64::try_from(-age).unwrap_or(u64::MAX),
-                    ))
-                };
-                SnapshotEntry {
-                    key: r.key().clone(),
-                    backoff: e.backoff(),
-                    attempts: e.attempts(),
-                    last_update,
-                }
-            })
-            .collect();
+        let now = self.now_tick();
+        let mut entries = Vec::with_capacity(self.store.len());
+        self.store.for_each(|key, e| {
+            let age = now.since(e.last_update());
+            let last_update = if age >= 0 {
+                wall_now
+                    .saturating_sub(Duration::from_nanos(u64::try_from(age).unwrap_or(u64::MAX)))
+            } else {
+                wall_now.saturating_add(Duration::from_nanos(
+                    u64::try_from(-age).unwrap_or(u64::MAX),
+                ))
+            };
+            entries.push(SnapshotEntry {
+                key: key.clone(),
+                backoff: e.backoff(),
+                attempts: e.attempts(),
+                last_update,
+            });
+        });
         Snapshot { entries }
     }
 
     /// Rebuilds entries from a snapshot, mapping each wall-clock last update
     /// onto this manager's clock with [`SystemTime::now`] as the wall time of
     /// the clock's now. Entries already expired by then are dropped;
-    /// existing entries for the same keys are replaced. Returns how many
-    /// entries were restored.
+    /// existing entries for the same keys are replaced. A last update in the
+    /// future (a snapshot written by a node whose wall clock runs ahead)
+    /// counts as now, and a backoff above this manager's `max` is cut to it,
+    /// so a snapshot never holds a key longer than this manager would. When
+    /// a key appears more than once, its last occurrence decides. Returns
+    /// how many keys were restored (all held afterwards).
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -316,23 +317,36 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn restore_at(&self, snapshot: &Snapshot<K>, wall_now: SystemTime) -> usize {
-        let now = self.clock.now();
-        let now_tick = self.tick(now);
+        let now = self.now_tick();
+        let judge = self.judge();
+        let max_ns = saturating_nanos(self.max).max(saturating_nanos(self.initial));
+        // The last occurrence of a key decides, as if the entries were
+        // applied in order.
+        let mut last: std::collections::HashMap<&K, usize> =
+            std::collections::HashMap::with_capacity(snapshot.entries.len());
+        for (i, s) in snapshot.entries.iter().enumerate() {
+            last.insert(&s.key, i);
+        }
         let mut restored = 0;
-        for s in &snapshot.entries {
+        for (i, s) in snapshot.entries.iter().enumerate() {
+            if last.get(&s.key) != Some(&i) {
+                continue;
+            }
             let age_ns: i128 = match wall_now.duration_since(s.last_update) {
                 Ok(age) => i128::from(saturating_nanos(age)),
                 Err(ahead) => -i128::from(saturating_nanos(ahead.duration())),
             };
-            let last_tick = (i128::from(now_tick) - age_ns)
-                .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
-                as i64;
-            let entry = Entry::new(last_tick, saturating_nanos(s.backoff), s.attempts);
-            if self.expired(now, now_tick, entry) {
-                continue;
+            if let Some(entry) = policy::restored(
+                &judge,
+                now,
+                age_ns,
+                saturating_nanos(s.backoff),
+                max_ns,
+                s.attempts,
+            ) {
+                self.store.insert(s.key.clone(), entry);
+                restored += 1;
             }
-            self.map.insert(s.key.clone(), entry);
-            restored += 1;
         }
         restored
     }

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::clock::saturating_nanos;
 use crate::draws::UnitDraws;
+use crate::duration::saturating_nanos;
 use crate::strategy::{FactorJitter, Step};
 
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::basic::within;
 use super::{Step, between, buildable, grown, limited, mul_f64};
 use crate::ConfigError;
-use crate::clock::saturating_nanos;
+use crate::duration::saturating_nanos;
 use crate::error::finite_at_least;
 
 /// AWS "full jitter": `U(0, v)` with `v = min(cap, base·2^n)`.

@@ -1,0 +1,199 @@
+//! The in-process store: a sharded concurrent map (dashmap) from keys to
+//! entries, read-modify-write of one key under its shard's lock, garbage
+//! collection sweeps and the amortised-GC counter. It decides nothing: the
+//! policy does, through the closures it is given.
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry as MapEntry;
+
+use super::entry::Entry;
+use super::policy::Tick;
+
+pub(crate) struct Store<K, S> {
+    map: DashMap<K, Entry, S>,
+    amortized: Option<Amortized>,
+    gc_runs: AtomicU64,
+    gc_removed: AtomicU64,
+}
+
+impl<K, S> Store<K, S>
+where
+    K: Hash + Eq + Clone,
+    S: BuildHasher + Clone,
+{
+    pub(crate) fn new(map: DashMap<K, Entry, S>, amortized_every: Option<u32>) -> Self {
+        Store {
+            map,
+            amortized: amortized_every.map(Amortized::new),
+            gc_runs: AtomicU64::new(0),
+            gc_removed: AtomicU64::new(0),
+        }
+    }
+
+    /// A copy of `key`'s entry, read under its shard's read lock.
+    #[inline]
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<Entry>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.view(key, |_, entry| *entry)
+    }
+
+    /// The stored key and a copy of its entry.
+    pub(crate) fn get_key_value<Q>(&self, key: &Q) -> Option<(K, Entry)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(key).map(|r| (r.key().clone(), *r.value()))
+    }
+
+    /// Read-modify-write of one key under its shard's write lock: `decide`
+    /// gets the current entry (if any) and `now()`, read under the lock so a
+    /// key's last-update time never moves backwards between racing callers.
+    /// `Ok` stores the new entry; `Err` leaves the map untouched.
+    #[inline]
+    pub(crate) fn update<Q, E>(
+        &self,
+        key: &Q,
+        now: impl Fn() -> Tick,
+        decide: impl FnOnce(Option<Entry>, Tick) -> Result<Entry, E>,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        if let Some(mut slot) = self.map.get_mut(key) {
+            let updated = decide(Some(*slot), now())?;
+            *slot = updated;
+            return Ok(updated);
+        }
+        // Another thread may insert between the lookup above and this call;
+        // the entry API then sees it occupied, so no update is lost.
+        match self.map.entry(key.to_owned().into()) {
+            MapEntry::Occupied(mut slot) => {
+                let updated = decide(Some(*slot.get()), now())?;
+                *slot.get_mut() = updated;
+                Ok(updated)
+            }
+            MapEntry::Vacant(slot) => {
+                let updated = decide(None, now())?;
+                slot.insert(updated);
+                Ok(updated)
+            }
+        }
+    }
+
+    /// Removes `key`'s entry; whether there was one.
+    pub(crate) fn remove<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.remove(key).is_some()
+    }
+
+    /// Stores `entry` for `key`, replacing any; whether one was replaced.
+    pub(crate) fn insert(&self, key: K, entry: Entry) -> bool {
+        self.map.insert(key, entry).is_some()
+    }
+
+    /// Removes every entry `stale` judges stale and counts one GC run.
+    ///
+    /// Stale keys are found under read locks, shard by shard, so readers
+    /// are never stalled and writers wait at most one shard's scan; each is
+    /// then removed under a short write lock only if its entry is still the
+    /// one that was judged (a concurrent `next` that refreshed it wins).
+    pub(crate) fn sweep(&self, stale: impl Fn(Entry) -> bool) -> usize {
+        let candidates: Vec<(K, Entry)> = self
+            .map
+            .iter()
+            .filter(|r| stale(*r.value()))
+            .map(|r| (r.key().clone(), *r.value()))
+            .collect();
+        let removed = candidates
+            .iter()
+            .filter(|(key, seen)| self.map.remove_if(key, |_, e| e == seen).is_some())
+            .count();
+        self.gc_runs.fetch_add(1, Ordering::Relaxed);
+        self.gc_removed.fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// Counts one write for amortised GC; runs `sweep` if this is the n-th
+    /// and nobody else is sweeping.
+    #[inline]
+    pub(crate) fn after_write(&self, sweep: impl FnOnce()) {
+        if let Some(amortized) = &self.amortized {
+            amortized.tick(sweep);
+        }
+    }
+
+    /// Calls `f` with every key and entry, shard by shard under read locks.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&K, Entry)) {
+        for r in self.map.iter() {
+            f(r.key(), *r.value());
+        }
+    }
+
+    /// `(gc runs, entries removed by gc)` so far.
+    pub(crate) fn gc_totals(&self) -> (u64, u64) {
+        (
+            self.gc_runs.load(Ordering::Relaxed),
+            self.gc_removed.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub(crate) fn shrink_to_fit(&self) {
+        self.map.shrink_to_fit();
+    }
+}
+
+/// Opt-in amortised GC: every `every`-th write runs a sweep, unless another
+/// caller is already sweeping.
+#[derive(Debug)]
+struct Amortized {
+    every: u64,
+    calls: AtomicU64,
+    sweeping: AtomicBool,
+}
+
+impl Amortized {
+    fn new(every: u32) -> Self {
+        Amortized {
+            every: u64::from(every.max(1)),
+            calls: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts one call; runs `sweep` on every `every`-th, one sweeper at a time.
+    #[inline]
+    fn tick(&self, sweep: impl FnOnce()) {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(self.every) && !self.sweeping.swap(true, Ordering::Acquire) {
+            struct Release<'a>(&'a AtomicBool);
+            impl Drop for Release<'_> {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _release = Release(&self.sweeping);
+            sweep();
+        }
+    }
+}
