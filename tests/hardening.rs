@@ -102,3 +102,257 @@ fn restore_with_duplicate_keys_applies_the_last_and_counts_entries_held() {
     assert_eq!(c.restore_at(&stale_last, wall), 0);
     assert!(c.is_empty());
 }
+
+mod strategies {
+    use std::time::Duration;
+
+    use keyed_backoff::budget::{RetryBudget, TokenBucket};
+    use keyed_backoff::strategy::{
+        Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter,
+        FullJitter, GoogleCloud, Hadoop, Linear, Step, WaitBackoff,
+    };
+    use proptest::prelude::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Every strategy family, with parameters drawn from the test's inputs
+    /// (durations in ms, factors and jitters in small ranges).
+    fn all(a: u64, b: u64, f: f64, j: f64) -> Vec<Box<dyn Step>> {
+        let (a, b) = (MS * a as u32, MS * b as u32);
+        vec![
+            Box::new(Constant::new(a)),
+            Box::new(Linear::new(a, b).cap(b * 3)),
+            Box::new(Exponential::new(a, 1.0 + f).cap(b)),
+            Box::new(FullJitter::new(a, b)),
+            Box::new(EqualJitter::new(a, b)),
+            Box::new(Decorrelated::new(a, b)),
+            Box::new(Decorrelated::new(a, b).bounded()),
+            Box::new(FactorJitter::new(a, b).factor(j * 2.0)),
+            Box::new(
+                WaitBackoff::new(a)
+                    .factor(f * 2.0)
+                    .jitter(j)
+                    .steps(6)
+                    .cap(b),
+            ),
+            Box::new(Ethernet::new(a)),
+            Box::new(Hadoop::new(a, 8).cap(b)),
+            Box::new(GoogleCloud::new().max_backoff(b)),
+            Box::new(
+                Cenkalti::new()
+                    .initial(a)
+                    .max_interval(b)
+                    .randomization(j)
+                    .multiplier(1.0 + f),
+            ),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn cap_bounds_every_delay_a_strategy_produces(
+            a in 0u64..100_000,
+            b in 0u64..100_000,
+            f in 0.0f64..2.0,
+            j in 0.0f64..1.0,
+            draws in proptest::collection::vec(0.0f64..1.0, 40),
+        ) {
+            for s in all(a, b, f, j) {
+                let cap = s.cap();
+                let mut previous = None;
+                let mut it = draws.iter().cycle();
+                for n in 0..40 {
+                    let Some(d) = s.delay(n, previous, &mut || *it.next().unwrap()) else { break };
+                    prop_assert!(d <= cap, "{s:?}: delay {n} = {d:?} above cap {cap:?}");
+                    previous = Some(d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cenkalti_at_duration_max_saturates_instead_of_panicking() {
+        let c = Cenkalti::new()
+            .initial(Duration::MAX)
+            .max_interval(Duration::MAX)
+            .max_elapsed(Duration::MAX);
+        for n in 0..5 {
+            let _ = c.delay(n, None, &mut || 0.5);
+        }
+    }
+
+    #[test]
+    fn cenkalti_with_a_constant_interval_stops_at_max_elapsed_like_the_sum() {
+        // With multiplier 1 the interval never changes and the elapsed sum
+        // is one multiplication; it must stop exactly where summing would.
+        let c = Cenkalti::new()
+            .multiplier(1.0)
+            .randomization(0.0)
+            .initial(Duration::from_secs(1))
+            .max_elapsed(Duration::from_secs(10));
+        let given = (0..20)
+            .take_while(|&n| c.delay(n, None, &mut || 0.0).is_some())
+            .count();
+        assert_eq!(given, 10);
+    }
+
+    #[test]
+    fn token_bucket_with_a_huge_ratio_refills_to_max_without_overflow() {
+        let b = TokenBucket::new(10.0, 1e16).expect("gRPC accepts any positive ratio");
+        for _ in 0..10 {
+            b.on_outcome(false);
+        }
+        assert!(!b.try_retry());
+        b.on_outcome(true);
+        assert_eq!(b.tokens(), 10.0);
+        assert!(b.try_retry());
+    }
+}
+
+#[test]
+fn a_strategy_whose_limit_the_manager_cannot_count_is_refused() {
+    use keyed_backoff::strategy::Constant;
+    let with = |s| {
+        Backoff::<String>::builder(SEC, 60 * SEC)
+            .strategy(s)
+            .build()
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    let five_thousand = Constant::new(5 * SEC).max_attempts(5_000).build().unwrap();
+    assert_eq!(with(five_thousand), Err("strategy"));
+    let none = Constant::new(5 * SEC).max_attempts(0).build().unwrap();
+    assert_eq!(with(none), Err("strategy"));
+    let at_limit = Constant::new(5 * SEC).max_attempts(4_095).build().unwrap();
+    assert_eq!(with(at_limit), Ok(()));
+    let unlimited = Constant::new(5 * SEC).build().unwrap();
+    assert_eq!(with(unlimited), Ok(()));
+}
+
+mod closures {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock, mpsc};
+    use std::time::{Duration, Instant};
+
+    use keyed_backoff::Backoff;
+    use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    type Shared = Arc<OnceLock<Arc<Backoff<String, MockClock>>>>;
+
+    /// Runs `f` on a thread and waits for it with a real-time deadline, so a
+    /// deadlock fails the test instead of hanging the suite.
+    fn within_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("finished: no deadlock")
+    }
+
+    fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn an_expiry_that_calls_its_own_manager_panics_instead_of_deadlocking() {
+        let outcome = within_deadline(|| {
+            let clock = MockClock::new();
+            let me: Shared = Arc::default();
+            let inner = Arc::clone(&me);
+            let b = Arc::new(
+                Backoff::<String>::builder(SEC, 60 * SEC)
+                    .clock(clock.clone())
+                    .expiry(move |_: MockInstant, _: MockInstant, _| {
+                        if let Some(b) = inner.get() {
+                            let _ = b.get("k"); // same key, same shard
+                        }
+                        false
+                    })
+                    .build()
+                    .expect("valid"),
+            );
+            let _ = me.set(Arc::clone(&b));
+            b.next("k", clock.now());
+            let second =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.next("k", clock.now())));
+            let gc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.gc()));
+            // The manager is still usable from outside the function.
+            (second.map_err(panic_text), gc.map_err(panic_text), b.len())
+        });
+        let (second, gc, len) = outcome;
+        let message = second.expect_err("re-entry refused");
+        assert!(message.contains("expiry function called back"), "{message}");
+        assert!(gc.is_err());
+        assert_eq!(len, 1);
+    }
+
+    #[test]
+    fn a_panicking_expiry_in_amortised_gc_does_not_fail_an_unrelated_next() {
+        let clock = MockClock::new();
+        let panicked = AtomicBool::new(false);
+        let b = Backoff::<String>::builder(SEC, 60 * SEC)
+            .clock(clock.clone())
+            .amortized_gc(2)
+            .expiry(move |event: MockInstant, _: MockInstant, _| {
+                // Panics once, on the first judgement after the jump.
+                let late = event.as_nanos() >= 1_000_000_000_000;
+                assert!(!late || panicked.swap(true, Ordering::SeqCst), "boom");
+                false
+            })
+            .build()
+            .expect("valid");
+        b.next("old", clock.now());
+        clock.advance(2_000 * SEC);
+        // The 2nd write sweeps; the sweep judges "old" and the function
+        // panics. "fresh" has no entry, so its own update never calls it.
+        let fresh = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            b.next("fresh", clock.now())
+        }));
+        assert_eq!(
+            fresh.ok(),
+            Some(SEC),
+            "the caller's update took effect and it sees Ok"
+        );
+        let stats = b.stats();
+        assert_eq!((stats.gc_panics, stats.entries), (1, 2));
+    }
+
+    #[test]
+    fn a_panicking_expiry_does_not_end_the_gc_thread() {
+        let clock = MockClock::new();
+        let panicking = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&panicking);
+        let b = Arc::new(
+            Backoff::<String>::builder(SEC, 5 * SEC)
+                .clock(clock.clone())
+                .expiry(move |event: MockInstant, last: MockInstant, _| {
+                    // Only the GC thread's sweeps panic, while the flag is up.
+                    let on_gc_thread = std::thread::current().name() == Some("keyed-backoff-gc");
+                    assert!(!(on_gc_thread && flag.load(Ordering::SeqCst)), "boom");
+                    event.saturating_duration_since(last) > 10 * SEC
+                })
+                .build()
+                .expect("valid"),
+        );
+        b.next("k", clock.now());
+        clock.advance(11 * SEC);
+        let _gc = b.spawn_gc(Duration::from_millis(1)).expect("spawn");
+        // Real time passes for the thread: poll with a deadline.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while b.stats().gc_panics < 2 {
+            assert!(Instant::now() < deadline, "the thread never ran");
+            std::thread::yield_now();
+        }
+        panicking.store(false, Ordering::SeqCst);
+        while !b.is_empty() {
+            assert!(Instant::now() < deadline, "the thread died with the panic");
+            std::thread::yield_now();
+        }
+    }
+}

@@ -79,7 +79,7 @@ impl TokenBucket {
         let _ = self
             .milli
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                Some((t + delta).clamp(0, max))
+                Some(t.saturating_add(delta).clamp(0, max))
             });
     }
 }

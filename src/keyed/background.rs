@@ -86,8 +86,8 @@ impl Drop for GcGuard {
         *flag.lock() = true;
         wake.notify_all();
         if let Some(thread) = self.thread.take() {
-            // A panic in gc (a panicking custom expiry) ended the thread
-            // already; there is nothing left to stop.
+            // The thread contains panics of the expiry function, so it
+            // only ends through the stop flag or a dropped manager.
             let _ = thread.join();
         }
     }
@@ -200,9 +200,7 @@ where
                         }
                     }
                     match weak.upgrade() {
-                        Some(backoff) => {
-                            backoff.gc();
-                        }
+                        Some(backoff) => backoff.gc_contained(),
                         None => return,
                     }
                 }
@@ -244,9 +242,9 @@ where
                 let Some(backoff) = weak.upgrade() else {
                     return;
                 };
-                // A panic in gc surfaces as a JoinError we have no one to
-                // report to; the next tick tries again.
-                let _ = tokio::task::spawn_blocking(move || backoff.gc()).await;
+                // A panic in the expiry function is counted, and the next
+                // tick tries again.
+                let _ = tokio::task::spawn_blocking(move || backoff.gc_contained()).await;
             }
         });
         Ok(GcTaskGuard { task: Some(task) })

@@ -198,7 +198,14 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// The same function decides in `next`, both checks and `gc` (where the
     /// event time is the clock's now). Default: `event − last_update > 2·max`.
     ///
-    /// A panic in the function reaches the caller; the manager stays usable.
+    /// The contract: the function runs while the manager holds the key's
+    /// shard lock (a write lock in `next`, `try_next` and `gc`, a read lock
+    /// in the checks and views), so it must be quick and must not call the
+    /// same manager: such a call panics with a message saying so, instead
+    /// of deadlocking. A panic in the function reaches the caller of a
+    /// direct call, and the manager stays usable; in background or
+    /// amortised GC it is contained and counted in
+    /// [`Stats::gc_panics`](crate::Stats::gc_panics).
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -415,7 +422,10 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
                     jitter,
                 ));
             }
-            Some((step, seed)) => (Formula::Strategy(step), seed),
+            Some((step, seed)) => {
+                check_attempt_limit(step.as_ref())?;
+                (Formula::Strategy(step), seed)
+            }
             None => (
                 Formula::ClientGo(FactorJitter::new(initial, max).factor(jitter)),
                 None,
@@ -445,6 +455,30 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
 /// assert_eq!(keyed_backoff::DEFAULT_SHARDS, 1024);
 /// ```
 pub const DEFAULT_SHARDS: usize = 1024;
+
+/// A strategy in the keyed manager must give at least one delay, and if it
+/// gives up, do so within the attempts an entry can count
+/// ([`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS)); otherwise it would never give up.
+fn check_attempt_limit(step: &dyn Step) -> Result<(), ConfigError> {
+    let unit = &mut || 0.5;
+    if step.delay(0, None, unit).is_none() {
+        return Err(ConfigError::new(
+            "strategy",
+            "a strategy that gives at least one delay (max_attempts >= 1)",
+            "max_attempts(0)",
+        ));
+    }
+    let counted = crate::MAX_ATTEMPTS;
+    let beyond = step.delay(counted, None, unit).is_some();
+    if beyond && step.delay(u32::MAX, None, unit).is_none() {
+        return Err(ConfigError::new(
+            "strategy",
+            format!("max_attempts at most {counted} (the attempts an entry counts), or no limit"),
+            "a larger max_attempts",
+        ));
+    }
+    Ok(())
+}
 
 fn within_max_backoff(field: &'static str, d: Duration) -> Result<Duration, ConfigError> {
     if d <= MAX_BACKOFF {

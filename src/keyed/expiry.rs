@@ -2,6 +2,7 @@
 //! default, the kubelet's 600 s) or a user function of instants, client-go's
 //! `HasExpiredFunc`. [`Judge`] presents either to the policy.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,11 +43,44 @@ impl<I> Expiry<I> {
 }
 
 /// The configured rule with what a user function needs to see instants:
-/// the manager's epoch and `max`.
+/// the manager's epoch and `max`, and which manager asks (to refuse a
+/// function that calls back into it).
 pub(crate) struct Judge<'a, I> {
     pub(crate) expiry: &'a Expiry<I>,
     pub(crate) epoch: I,
     pub(crate) max: Duration,
+    pub(crate) owner: usize,
+}
+
+thread_local! {
+    /// The manager whose expiry function this thread is running, or 0.
+    static RUNNING_FOR: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Panics if this thread is inside `owner`'s expiry function: the function
+/// runs under a shard lock, so calling the same manager from it would
+/// deadlock (or, from a read lock, block every writer of that shard).
+#[inline]
+pub(crate) fn refuse_reentry(owner: usize) {
+    if RUNNING_FOR.with(Cell::get) == owner {
+        panic!(
+            "keyed-backoff: the expiry function called back into the Backoff it belongs to; \
+             it runs while the manager holds a lock, so it must not use that manager"
+        );
+    }
+}
+
+/// Runs `f` marked as `owner`'s expiry function, restoring the mark after
+/// (also when `f` panics).
+fn running_for<T>(owner: usize, f: impl FnOnce() -> T) -> T {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            RUNNING_FOR.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(RUNNING_FOR.with(|c| c.replace(owner)));
+    f()
 }
 
 impl<I: ClockInstant> Staleness for Judge<'_, I> {
@@ -54,11 +88,13 @@ impl<I: ClockInstant> Staleness for Judge<'_, I> {
     fn is_stale(&self, event: Tick, last_update: Tick) -> bool {
         match self.expiry {
             Expiry::After(window) => window.is_stale(event, last_update),
-            Expiry::Custom(f) => f(
-                self.epoch.offset_by_nanos(event.0),
-                self.epoch.offset_by_nanos(last_update.0),
-                self.max,
-            ),
+            Expiry::Custom(f) => running_for(self.owner, || {
+                f(
+                    self.epoch.offset_by_nanos(event.0),
+                    self.epoch.offset_by_nanos(last_update.0),
+                    self.max,
+                )
+            }),
         }
     }
 }

@@ -57,6 +57,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         self.store.get(key).map_or(0, Entry::attempts)
     }
 
@@ -87,6 +88,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         policy::remaining(&self.judge(), self.store.get(key)?, self.tick(now))
     }
 
@@ -123,6 +125,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
+        self.enter();
         let event = self.tick(now);
         let judge = self.judge();
         let decided = self.store.update(

@@ -157,6 +157,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
+        self.enter();
         let event = self.tick(event_time);
         let judge = self.judge();
         let updated = self.store.update(
@@ -192,6 +193,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         self.store.get(key).map_or(Duration::ZERO, Entry::backoff)
     }
 
@@ -224,6 +226,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         self.store.get(key).is_some_and(|entry| {
             policy::in_backoff_since(&self.judge(), entry, self.tick(event_time), self.now_tick())
         })
@@ -254,6 +257,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         self.store.get(key).is_some_and(|entry| {
             policy::in_backoff_since_update(&self.judge(), entry, self.tick(event_time))
         })
@@ -277,6 +281,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         self.store.remove(key)
     }
 
@@ -303,6 +308,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn gc(&self) -> usize {
+        self.enter();
         let now = self.now_tick();
         let judge = self.judge();
         self.store
@@ -326,6 +332,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn shrink_to_fit(&self) {
+        self.enter();
         self.store.shrink_to_fit();
     }
 
@@ -341,6 +348,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
+        self.enter();
         self.store.len()
     }
 
@@ -354,6 +362,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
+        self.enter();
         self.store.is_empty()
     }
 
@@ -420,15 +429,39 @@ where
             expiry: &self.expiry,
             epoch: self.epoch,
             max: self.max,
+            owner: self.owner_id(),
+        }
+    }
+
+    /// This manager's identity for re-entry checks: its address.
+    #[inline]
+    fn owner_id(&self) -> usize {
+        std::ptr::from_ref(&self.store).addr()
+    }
+
+    /// Refuses a call from inside this manager's own expiry function (only
+    /// a custom function can call back; the fixed window cannot).
+    #[inline]
+    fn enter(&self) {
+        if let Expiry::Custom(_) = self.expiry {
+            expiry::refuse_reentry(self.owner_id());
+        }
+    }
+
+    /// [`gc`](Self::gc) for the background sweepers and amortised GC: a
+    /// panic in the user's expiry function is counted in
+    /// [`Stats::gc_panics`], never propagated, so it cannot end a GC thread
+    /// or fail an unrelated caller whose own update already took effect.
+    pub(crate) fn gc_contained(&self) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.gc())).is_err() {
+            self.store.count_gc_panic();
         }
     }
 
     /// Counts a write for amortised GC, sweeping when it is due.
     #[inline]
     fn after_write(&self) {
-        self.store.after_write(|| {
-            self.gc();
-        });
+        self.store.after_write(|| self.gc_contained());
     }
 }
 

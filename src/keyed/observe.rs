@@ -70,6 +70,10 @@ pub struct Stats {
     pub gc_runs: u64,
     /// Entries removed by `gc` so far.
     pub gc_removed: u64,
+    /// Background or amortised sweeps that a panic in the expiry function
+    /// ended (the sweeper carries on; a direct `gc()` call still sees the
+    /// panic).
+    pub gc_panics: u64,
 }
 
 /// A portable copy of a manager's entries, with last-update times as wall
@@ -154,6 +158,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn entries(&self) -> Vec<EntryView<K, C::Instant>> {
+        self.enter();
         self.entries_at(self.clock.now())
     }
 
@@ -182,6 +187,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.enter();
         let now = self.now_tick();
         let (k, e) = self.store.get_key_value(key)?;
         Some(self.view(&k, e, now))
@@ -199,6 +205,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn stats(&self) -> Stats {
+        self.enter();
         let now = self.now_tick();
         let judge = self.judge();
         let mut stats = self.gc_totals();
@@ -213,10 +220,11 @@ where
 
     /// [`Stats`] with the GC counters filled in and nothing tallied yet.
     fn gc_totals(&self) -> Stats {
-        let (gc_runs, gc_removed) = self.store.gc_totals();
+        let (gc_runs, gc_removed, gc_panics) = self.store.gc_totals();
         Stats {
             gc_runs,
             gc_removed,
+            gc_panics,
             ..Stats::default()
         }
     }
@@ -253,6 +261,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn snapshot_at(&self, wall_now: SystemTime) -> Snapshot<K> {
+        self.enter();
         let now = self.now_tick();
         let mut entries = Vec::with_capacity(self.store.len());
         self.store.for_each(|key, e| {
@@ -317,6 +326,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn restore_at(&self, snapshot: &Snapshot<K>, wall_now: SystemTime) -> usize {
+        self.enter();
         let now = self.now_tick();
         let judge = self.judge();
         let max_ns = saturating_nanos(self.max).max(saturating_nanos(self.initial));
@@ -374,6 +384,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn dump(&self) -> String {
+        self.enter();
         // One clock reading and one scan for the rows and the totals alike;
         // each key is turned into text once.
         let now = self.clock.now();

@@ -18,6 +18,7 @@ pub(crate) struct Store<K, S> {
     amortized: Option<Amortized>,
     gc_runs: AtomicU64,
     gc_removed: AtomicU64,
+    gc_panics: AtomicU64,
 }
 
 impl<K, S> Store<K, S>
@@ -31,6 +32,7 @@ where
             amortized: amortized_every.map(Amortized::new),
             gc_runs: AtomicU64::new(0),
             gc_removed: AtomicU64::new(0),
+            gc_panics: AtomicU64::new(0),
         }
     }
 
@@ -142,12 +144,18 @@ where
         }
     }
 
-    /// `(gc runs, entries removed by gc)` so far.
-    pub(crate) fn gc_totals(&self) -> (u64, u64) {
+    /// `(gc runs, entries removed by gc, background sweeps ended by a panic)`.
+    pub(crate) fn gc_totals(&self) -> (u64, u64, u64) {
         (
             self.gc_runs.load(Ordering::Relaxed),
             self.gc_removed.load(Ordering::Relaxed),
+            self.gc_panics.load(Ordering::Relaxed),
         )
+    }
+
+    /// Counts a background or amortised sweep that a panic ended.
+    pub(crate) fn count_gc_panic(&self) {
+        self.gc_panics.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn len(&self) -> usize {

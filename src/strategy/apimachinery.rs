@@ -111,7 +111,11 @@ impl WaitBackoff {
             steps -= 1;
             if self.factor != 0.0 {
                 // Go: time.Duration(float64(d) * factor), truncated to ns.
-                d = Duration::from_nanos((d.as_nanos() as f64 * self.factor) as u64);
+                let next = Duration::from_nanos((d.as_nanos() as f64 * self.factor) as u64);
+                if next == d {
+                    break; // a fixed point: no later step changes it either
+                }
+                d = next;
                 if !self.cap.is_zero() && d > self.cap {
                     d = self.cap;
                     steps = 0;
@@ -128,7 +132,9 @@ impl Step for WaitBackoff {
         if self.cap.is_zero() {
             Duration::MAX
         } else {
-            mul_f64(self.cap, 1.0 + self.jitter)
+            // The first duration is returned as given, even above the cap.
+            let largest = self.cap.max(self.duration);
+            largest.saturating_add(mul_f64(largest, self.jitter))
         }
     }
     fn delay(

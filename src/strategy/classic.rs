@@ -319,23 +319,48 @@ impl Cenkalti {
         self
     }
 
-    /// The un-randomised interval of delay `n` (0-based).
-    fn interval(&self, n: u32) -> Duration {
-        let mut interval = self.initial;
-        for _ in 0..n {
-            if interval.as_secs_f64() >= self.max_interval.as_secs_f64() / self.multiplier {
-                return self.max_interval;
-            }
-            interval = Duration::from_nanos((interval.as_nanos() as f64 * self.multiplier) as u64);
+    /// The interval after `interval`: multiplied, or `max_interval` once
+    /// the product would pass it.
+    fn grow(&self, interval: Duration) -> Duration {
+        if interval.as_secs_f64() >= self.max_interval.as_secs_f64() / self.multiplier {
+            self.max_interval
+        } else {
+            Duration::from_nanos((interval.as_nanos() as f64 * self.multiplier) as u64)
         }
-        interval
+    }
+
+    /// The un-randomised interval of delay `n` (0-based) and the sum of the
+    /// `n` intervals before it, saturating. Once the interval stops changing
+    /// (at `max_interval`, or with a multiplier of 1) the rest of the sum is
+    /// one multiplication, so the cost is bounded by the growth steps, not
+    /// by `n`.
+    fn interval_and_elapsed(&self, n: u32) -> (Duration, Duration) {
+        let (mut interval, mut elapsed) = (self.initial, Duration::ZERO);
+        for k in 0..n {
+            let next = self.grow(interval);
+            if next == interval {
+                return (
+                    interval,
+                    elapsed.saturating_add(interval.saturating_mul(n - k)),
+                );
+            }
+            elapsed = elapsed.saturating_add(interval);
+            interval = next;
+        }
+        (interval, elapsed)
     }
 }
 buildable!(Cenkalti);
 
 impl Step for Cenkalti {
     fn cap(&self) -> Duration {
-        mul_f64(self.max_interval, 1.0 + self.randomization)
+        // The first interval may exceed max_interval; draws reach 1 ns past
+        // the randomised upper bound.
+        mul_f64(
+            self.initial.max(self.max_interval),
+            1.0 + self.randomization,
+        )
+        .saturating_add(Duration::from_nanos(1))
     }
     fn delay(
         &self,
@@ -343,7 +368,7 @@ impl Step for Cenkalti {
         _: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        let interval = self.interval(n);
+        let (interval, elapsed) = self.interval_and_elapsed(n);
         let r = self.randomization;
         let delay = if r == 0.0 {
             interval
@@ -353,11 +378,8 @@ impl Step for Cenkalti {
             // cenkalti draws from [lo, hi + 1 ns).
             Duration::from_nanos((lo + unit() * (hi - lo + 1.0)) as u64)
         };
-        if !self.max_elapsed.is_zero() {
-            let elapsed: Duration = (0..n).map(|k| self.interval(k)).sum();
-            if elapsed.saturating_add(delay) > self.max_elapsed {
-                return None;
-            }
+        if !self.max_elapsed.is_zero() && elapsed.saturating_add(delay) > self.max_elapsed {
+            return None;
         }
         Some(delay)
     }

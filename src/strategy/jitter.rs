@@ -283,7 +283,11 @@ limited!(
 
 impl Step for FactorJitter {
     fn cap(&self) -> Duration {
-        Duration::from_nanos(self.cap_ns.max(self.initial_ns))
+        // The first delay is `initial` plus its jitter, uncapped.
+        let first_max = self
+            .initial_ns
+            .saturating_add((self.factor * self.initial_ns as f64) as u64);
+        Duration::from_nanos(self.cap_ns.max(first_max))
     }
     fn delay(
         &self,
