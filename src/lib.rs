@@ -49,6 +49,11 @@
 //! - [`clock::SystemClock`]: wall-clock event times (a container's finish
 //!   time as recorded by a runtime).
 //! - [`clock::MockClock`]: tests and simulations; moves only when told.
+//! - `clock::TokioClock` (feature `tokio`): tokio's instants, so tokio's
+//!   paused time drives the manager in async tests.
+//!
+//! [`Backoff::try_next_now`] and [`Backoff::next_now`] read the manager's
+//! own clock, for callers with no event time (a controller's error policy).
 //!
 //! ## The gate: one atomic decision per failure
 //!
@@ -89,7 +94,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | `Retry::run_async`, `Backoff::spawn_gc_task` |
+//! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
 //! | `plots` | nothing in the library: only the plot-making examples |
 //!

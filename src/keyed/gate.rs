@@ -139,4 +139,54 @@ where
         self.after_write();
         decided.map(Entry::backoff)
     }
+
+    /// [`try_next`](Self::try_next) at the manager's own clock's now: the
+    /// gate for callers that have no event time, such as a controller's
+    /// error policy. With [`TokioClock`](crate::clock::TokioClock) it follows
+    /// tokio's paused time in tests.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, InBackoff};
+    /// use keyed_backoff::clock::MockClock;
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(b.try_next_now("obj"), Ok(Duration::from_secs(10)));
+    /// clock.advance(Duration::from_secs(4));
+    /// assert_eq!(b.try_next_now("obj"), Err(InBackoff { remaining: Duration::from_secs(6) }));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn try_next_now<Q>(&self, key: &Q) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        self.try_next(key, self.clock.now())
+    }
+
+    /// [`next`](Self::next) with the manager's own clock's now as the event
+    /// time.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::MockClock;
+    /// use std::time::Duration;
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .clock(MockClock::new())
+    ///     .build()?;
+    /// assert_eq!(b.next_now("k"), Duration::from_secs(1));
+    /// assert_eq!(b.next_now("k"), Duration::from_secs(2));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn next_now<Q>(&self, key: &Q) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        self.next(key, self.clock.now())
+    }
 }

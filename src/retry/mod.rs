@@ -368,7 +368,10 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     }
 
     /// Async version of [`run`](Self::run): sleeps with `tokio::time::sleep`
-    /// (so tokio's paused time drives it in tests).
+    /// (so tokio's paused time drives its sleeps in tests). `max_elapsed` is
+    /// measured on the retry's clock: under paused time set
+    /// `.clock(TokioClock)` so that it follows the same virtual time as the
+    /// sleeps.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
