@@ -1,5 +1,9 @@
 //! Background GC, amortised GC, snapshot/restore and observability.
 
+#[cfg(feature = "tokio")]
+#[path = "paused/mod.rs"]
+mod paused;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -83,7 +87,7 @@ fn amortized_gc_keeps_memory_bounded_without_a_task() {
 #[cfg(feature = "tokio")]
 #[test]
 fn gc_task_runs_on_interval_and_stops_when_dropped() {
-    paused_runtime().block_on(async {
+    paused::runtime().block_on(async {
         let clock = MockClock::new();
         let b = mock_manager(&clock);
         b.next("stale", clock.now());
@@ -207,15 +211,4 @@ fn stats_and_dump_describe_the_state() {
     );
     assert_eq!(b.gc(), 2);
     assert_eq!(b.stats().gc_removed, 2);
-}
-
-/// A current-thread tokio runtime with paused time: sleeps complete at once
-/// and advance the virtual clock.
-#[cfg(feature = "tokio")]
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
 }

@@ -1,6 +1,10 @@
 //! Retry helpers and budgets, on the mock clock with a recording sleeper:
 //! nothing here waits in real time.
 
+#[cfg(feature = "tokio")]
+#[path = "paused/mod.rs"]
+mod paused;
+
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -174,7 +178,7 @@ fn an_exhausted_strategy_ends_the_loop() {
 #[cfg(feature = "tokio")]
 #[test]
 fn async_retry_under_paused_time() {
-    paused_runtime().block_on(async {
+    paused::runtime().block_on(async {
         let s = exponential();
         let started = tokio::time::Instant::now();
         let ok = Retry::new(&s)
@@ -296,15 +300,4 @@ fn budget_stops_a_retry_storm() {
     // →5 refused. Calls 3–10: one attempt each, refused. 10 + 3 retries.
     assert_eq!(total_attempts, 10 + 3);
     assert!(!bucket.try_retry());
-}
-
-/// A current-thread tokio runtime with paused time: sleeps complete at once
-/// and advance the virtual clock.
-#[cfg(feature = "tokio")]
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
 }

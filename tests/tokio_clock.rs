@@ -12,13 +12,8 @@ use tokio::time::Instant;
 
 const SEC: Duration = Duration::from_secs(1);
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-}
+#[path = "paused/mod.rs"]
+mod paused;
 
 /// Reconciles `key` until it has run `runs` times; `fails(n)` says whether
 /// the n-th reconcile (1-based) fails. Errors requeue at the gate's delay, a
@@ -54,7 +49,7 @@ fn gaps(at: &[Duration]) -> Vec<u64> {
 
 #[test]
 fn an_always_failing_object_backs_off_1_2_4_8_16_16_seconds_in_paused_time() {
-    paused().block_on(async {
+    paused::runtime().block_on(async {
         let b = Backoff::<String>::builder(SEC, 16 * SEC)
             .clock(TokioClock)
             .build()
@@ -67,7 +62,7 @@ fn an_always_failing_object_backs_off_1_2_4_8_16_16_seconds_in_paused_time() {
 
 #[test]
 fn a_recovering_object_backs_off_1_2_4_then_starts_over() {
-    paused().block_on(async {
+    paused::runtime().block_on(async {
         let b = Backoff::<String>::builder(SEC, 16 * SEC)
             .clock(TokioClock)
             .build()
@@ -80,7 +75,7 @@ fn a_recovering_object_backs_off_1_2_4_then_starts_over() {
 
 #[test]
 fn an_early_requeue_waits_out_the_window_without_counting() {
-    paused().block_on(async {
+    paused::runtime().block_on(async {
         let b = Backoff::<String>::builder(SEC, 16 * SEC)
             .clock(TokioClock)
             .build()
@@ -98,7 +93,7 @@ fn an_early_requeue_waits_out_the_window_without_counting() {
 
 #[test]
 fn run_async_with_the_tokio_clock_stops_at_max_elapsed_in_paused_time() {
-    paused().block_on(async {
+    paused::runtime().block_on(async {
         let s = Constant::new(5 * SEC).build().expect("valid");
         let start = Instant::now();
         let failure = Retry::new(&s)
