@@ -180,16 +180,6 @@ fn line_chart(
     Err("--svg needs the plots feature: cargo run --release --features plots --example simulate -- --svg DIR".into())
 }
 
-#[cfg(not(feature = "plots"))]
-fn plot(
-    _: &Rows,
-    path: &str,
-    title: &str,
-    _: fn(&(usize, &'static str, sim::Cell)) -> f64,
-) -> Result<(), Box<dyn std::error::Error>> {
-    line_chart(path, title, ("", ""), 0.0..1.0, 0.0..1.0, &[])
-}
-
 /// Runs each (clients, algorithm) cell, on all cores (cells are independent
 /// and seeded on their own, so the order of work does not change results).
 fn run_cells(cells: &[(usize, &'static str)], runs: usize, seed: u64) -> Rows {
@@ -296,7 +286,7 @@ fn line_chart(
     Ok(())
 }
 
-#[cfg(feature = "plots")]
+/// One chart of `value` against clients, a line per algorithm.
 fn plot(
     rows: &Rows,
     path: &str,

@@ -43,6 +43,14 @@ async fn reconcile_loop(
     at
 }
 
+/// Initial 1 s, max 16 s, on tokio's clock.
+fn manager() -> Backoff<String, TokioClock> {
+    Backoff::<String>::builder(SEC, 16 * SEC)
+        .clock(TokioClock)
+        .build()
+        .expect("valid")
+}
+
 fn gaps(at: &[Duration]) -> Vec<u64> {
     at.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect()
 }
@@ -50,10 +58,7 @@ fn gaps(at: &[Duration]) -> Vec<u64> {
 #[test]
 fn an_always_failing_object_backs_off_1_2_4_8_16_16_seconds_in_paused_time() {
     paused::runtime().block_on(async {
-        let b = Backoff::<String>::builder(SEC, 16 * SEC)
-            .clock(TokioClock)
-            .build()
-            .expect("valid");
+        let b = manager();
         let at = reconcile_loop(&b, "default/broken", 7, |_| true).await;
         assert_eq!(gaps(&at), [1, 2, 4, 8, 16, 16]);
         assert_eq!(b.attempts("default/broken"), 7);
@@ -63,10 +68,7 @@ fn an_always_failing_object_backs_off_1_2_4_8_16_16_seconds_in_paused_time() {
 #[test]
 fn a_recovering_object_backs_off_1_2_4_then_starts_over() {
     paused::runtime().block_on(async {
-        let b = Backoff::<String>::builder(SEC, 16 * SEC)
-            .clock(TokioClock)
-            .build()
-            .expect("valid");
+        let b = manager();
         // Fails three times, succeeds, then fails twice more.
         let at = reconcile_loop(&b, "default/flaky", 7, |n| n != 4).await;
         assert_eq!(gaps(&at), [1, 2, 4, 60, 1, 2]);
@@ -76,10 +78,7 @@ fn a_recovering_object_backs_off_1_2_4_then_starts_over() {
 #[test]
 fn an_early_requeue_waits_out_the_window_without_counting() {
     paused::runtime().block_on(async {
-        let b = Backoff::<String>::builder(SEC, 16 * SEC)
-            .clock(TokioClock)
-            .build()
-            .expect("valid");
+        let b = manager();
         assert_eq!(b.try_next_now("obj"), Ok(SEC));
         assert_eq!(b.try_next_now("obj"), Err(InBackoff { remaining: SEC }));
         tokio::time::advance(SEC / 2).await;

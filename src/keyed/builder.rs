@@ -40,19 +40,25 @@ use crate::strategy::{FactorJitter, Step, Strategy};
 /// ```
 #[must_use = "a builder does nothing until .build() is called"]
 pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder, T = ClockOpen> {
+    settings: Settings,
+    clock: C,
+    hasher: S,
+    /// `None`: client-go's default (`2·max`), resolved in `build`.
+    expiry: Option<Expiry<C::Instant>>,
+    keys: PhantomData<fn() -> (K, T)>,
+}
+
+/// The settings whose types do not depend on the clock or the hasher, so a
+/// builder that changes type carries them over as one value.
+struct Settings {
     initial: Duration,
     max: Duration,
     jitter: f64,
     seed: Option<u64>,
-    clock: C,
-    hasher: S,
     shards: Option<usize>,
     capacity: usize,
-    /// `None`: client-go's default (`2·max`), resolved in `build`.
-    expiry: Option<Expiry<C::Instant>>,
     strategy: Option<(Box<dyn Step>, Option<u64>)>,
     amortized_gc: Option<u32>,
-    keys: PhantomData<fn() -> (K, T)>,
 }
 
 /// Builder state: the clock may still be changed with
@@ -98,17 +104,19 @@ pub struct ClockFixed;
 impl<K> BackoffBuilder<K> {
     pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         BackoffBuilder {
-            initial,
-            max,
-            jitter: 0.0,
-            seed: None,
+            settings: Settings {
+                initial,
+                max,
+                jitter: 0.0,
+                seed: None,
+                shards: None,
+                capacity: 0,
+                strategy: None,
+                amortized_gc: None,
+            },
             clock: DefaultClock::default(),
             hasher: DefaultHashBuilder::default(),
-            shards: None,
-            capacity: 0,
             expiry: None,
-            strategy: None,
-            amortized_gc: None,
             keys: PhantomData,
         }
     }
@@ -133,24 +141,17 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S, ClockOpen> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S, ClockOpen> {
+        // A fixed window carries over; a custom expiry cannot be set here
+        // (`expiry` moves the builder to `ClockFixed`).
         let expiry = match self.expiry {
-            None => None,
             Some(Expiry::After(window)) => Some(Expiry::After(window)),
-            // Unreachable: `expiry` moves the builder to `ClockFixed`.
-            Some(Expiry::Custom(_)) => None,
+            _ => None,
         };
         BackoffBuilder {
-            initial: self.initial,
-            max: self.max,
-            jitter: self.jitter,
-            seed: self.seed,
+            settings: self.settings,
             clock,
             hasher: self.hasher,
-            shards: self.shards,
-            capacity: self.capacity,
             expiry,
-            strategy: self.strategy,
-            amortized_gc: self.amortized_gc,
             keys: PhantomData,
         }
     }
@@ -170,7 +171,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// assert_eq!(bad.unwrap_err().field(), "jitter");
     /// ```
     pub fn jitter(mut self, factor: f64) -> Self {
-        self.jitter = factor;
+        self.settings.jitter = factor;
         self
     }
 
@@ -189,7 +190,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// assert_eq!(a.next("k", t), b.next("k", t));
     /// ```
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+        self.settings.seed = Some(seed);
         self
     }
 
@@ -225,17 +226,10 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
         F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
     {
         BackoffBuilder {
-            initial: self.initial,
-            max: self.max,
-            jitter: self.jitter,
-            seed: self.seed,
+            settings: self.settings,
             clock: self.clock,
             hasher: self.hasher,
-            shards: self.shards,
-            capacity: self.capacity,
             expiry: Some(Expiry::Custom(Arc::new(has_expired))),
-            strategy: self.strategy,
-            amortized_gc: self.amortized_gc,
             keys: PhantomData,
         }
     }
@@ -273,17 +267,10 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// ```
     pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2, T> {
         BackoffBuilder {
-            initial: self.initial,
-            max: self.max,
-            jitter: self.jitter,
-            seed: self.seed,
+            settings: self.settings,
             clock: self.clock,
             hasher,
-            shards: self.shards,
-            capacity: self.capacity,
             expiry: self.expiry,
-            strategy: self.strategy,
-            amortized_gc: self.amortized_gc,
             keys: PhantomData,
         }
     }
@@ -306,7 +293,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// assert_eq!(bad.unwrap_err().field(), "shards");
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards);
+        self.settings.shards = Some(shards);
         self
     }
 
@@ -334,7 +321,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// ```
     pub fn strategy<St: Step + Clone>(mut self, strategy: Strategy<St>) -> Self {
         let (step, seed) = strategy.into_parts();
-        self.strategy = Some((Box::new(step), seed));
+        self.settings.strategy = Some((Box::new(step), seed));
         self
     }
 
@@ -364,7 +351,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn amortized_gc(mut self, every: u32) -> Self {
-        self.amortized_gc = Some(every);
+        self.settings.amortized_gc = Some(every);
         self
     }
 
@@ -378,7 +365,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn capacity(mut self, entries: usize) -> Self {
-        self.capacity = entries;
+        self.settings.capacity = entries;
         self
     }
 
@@ -399,12 +386,17 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
         K: Hash + Eq + Clone,
         S: BuildHasher + Clone,
     {
-        let initial = within_max_backoff("initial", self.initial)?;
-        let max = within_max_backoff("max", self.max)?;
-        let jitter = finite_at_least("jitter", self.jitter, 0.0)?;
-        let map = match self.shards.unwrap_or(DEFAULT_SHARDS) {
+        let settings = self.settings;
+        let initial = within_max_backoff("initial", settings.initial)?;
+        let max = within_max_backoff("max", settings.max)?;
+        let jitter = finite_at_least("jitter", settings.jitter, 0.0)?;
+        let map = match settings.shards.unwrap_or(DEFAULT_SHARDS) {
             n if n.is_power_of_two() && (2..=65_536).contains(&n) => {
-                DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, n)
+                DashMap::with_capacity_and_hasher_and_shard_amount(
+                    settings.capacity,
+                    self.hasher,
+                    n,
+                )
             }
             n => {
                 return Err(ConfigError::new(
@@ -414,7 +406,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
                 ));
             }
         };
-        let (formula, strategy_seed) = match self.strategy {
+        let (formula, strategy_seed) = match settings.strategy {
             Some(_) if jitter != 0.0 => {
                 return Err(ConfigError::new(
                     "jitter",
@@ -431,13 +423,13 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
                 None,
             ),
         };
-        if self.amortized_gc == Some(0) {
+        if settings.amortized_gc == Some(0) {
             return Err(ConfigError::new("amortized_gc", "at least 1", 0));
         }
-        let seed = self.seed.or(strategy_seed).unwrap_or_else(rand::random);
+        let seed = settings.seed.or(strategy_seed).unwrap_or_else(rand::random);
         let epoch = self.clock.now();
         Ok(Backoff {
-            store: Store::new(map, self.amortized_gc),
+            store: Store::new(map, settings.amortized_gc),
             rule: Rule::new(formula, seed),
             clock: self.clock,
             epoch,

@@ -125,19 +125,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.enter();
-        let event = self.tick(now);
-        let judge = self.judge();
-        let decided = self.store.update(
-            key,
-            || self.now_tick(),
-            |old, at| {
-                policy::gate(&self.rule, &judge, old, event, at)
-                    .map_err(|remaining| InBackoff { remaining })
-            },
-        );
-        self.after_write();
-        decided.map(Entry::backoff)
+        self.gate_at(key, Some(self.tick(now)))
     }
 
     /// [`try_next`](Self::try_next) at the manager's own clock's now: the
@@ -164,7 +152,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.try_next(key, self.clock.now())
+        self.gate_at(key, None)
     }
 
     /// [`next`](Self::next) with the manager's own clock's now as the event
@@ -187,6 +175,6 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.next(key, self.clock.now())
+        self.next_at(key, None)
     }
 }

@@ -157,20 +157,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.enter();
-        let event = self.tick(event_time);
-        let judge = self.judge();
-        let updated = self.store.update(
-            key,
-            || self.now_tick(),
-            |old, now| -> Result<Entry, std::convert::Infallible> {
-                Ok(policy::next_entry(&self.rule, &judge, old, event, now))
-            },
-        );
-        self.after_write();
-        match updated {
-            Ok(entry) => entry.backoff(),
-        }
+        self.next_at(key, Some(self.tick(event_time)))
     }
 
     /// client-go's `Get`: the key's current backoff, or zero if it has no
@@ -456,6 +443,66 @@ where
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.gc())).is_err() {
             self.store.count_gc_panic();
         }
+    }
+
+    /// `next` at `event`, or at the clock's now read under the key's lock
+    /// (one clock read) when `event` is `None`.
+    #[inline]
+    fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let judge = self.judge();
+        let written = self.write(key, |old, now| -> Result<Entry, std::convert::Infallible> {
+            Ok(policy::next_entry(
+                &self.rule,
+                &judge,
+                old,
+                event.unwrap_or(now),
+                now,
+            ))
+        });
+        match written {
+            Ok(entry) => entry.backoff(),
+        }
+    }
+
+    /// The gate at `event`, or at the clock's now read under the key's lock
+    /// when `event` is `None`.
+    #[inline]
+    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let judge = self.judge();
+        self.write(key, |old, now| {
+            policy::gate(&self.rule, &judge, old, event.unwrap_or(now), now)
+                .map_err(|remaining| InBackoff { remaining })
+        })
+        .map(Entry::backoff)
+    }
+
+    /// One write through the store (`decide` gets the key's entry and the
+    /// clock's now, read under the key's lock), counted for amortised GC.
+    #[inline]
+    fn write<Q, E>(
+        &self,
+        key: &Q,
+        decide: impl FnOnce(Option<Entry>, Tick) -> Result<Entry, E>,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        self.enter();
+        let written = self.store.update(key, || self.now_tick(), decide);
+        self.after_write();
+        written
     }
 
     /// Counts a write for amortised GC, sweeping when it is due.
