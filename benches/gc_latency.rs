@@ -1,12 +1,13 @@
-//! Reader latency while another thread runs `gc` continuously over
-//! 1,000,000 entries (half of them expired at the start).
+//! Reader and writer latency while another thread runs `gc` continuously
+//! over 1,000,000 entries (half of them expired at the start).
 //!
 //! Run: `cargo bench --bench gc_latency` (optionally `-- <seconds> <shards,...>`)
 //!
 //! For the crate at several shard counts and for the `RwLock<HashMap>`
-//! baseline, one thread loops `gc` while a reader thread times individual
-//! `is_in_backoff_since_update` calls on random live keys. Prints p50, p99,
-//! p99.9 and max reader latency and how many GC passes ran.
+//! baseline, one thread loops `gc` while another times individual calls on
+//! random live keys: `is_in_backoff_since_update` (a reader), then `next` (a
+//! writer). Prints p50, p99, p99.9 and max latency and how many GC passes
+//! ran.
 
 mod common;
 
@@ -109,26 +110,33 @@ fn main() {
             b.next(k, t);
         });
         let t = clock.now();
-        if shards.is_none() {
-            reports.push(measure(
-                "crate, default shards, no gc".to_string(),
-                &keys,
-                seconds,
-                &|k| b.is_in_backoff_since_update(k, t),
-                &|| 0,
-            ));
-        }
         let label = match shards {
             Some(n) => format!("crate, {n} shards"),
             None => "crate, default shards".to_string(),
         };
-        reports.push(measure(
-            label,
-            &keys,
-            seconds,
-            &|k| b.is_in_backoff_since_update(k, t),
-            &|| b.gc(),
-        ));
+        let read = |k: &str| b.is_in_backoff_since_update(k, t);
+        let write = |k: &str| !b.next(k, t).is_zero();
+        for (op, f) in [
+            ("read", &read as &(dyn Fn(&str) -> bool + Sync)),
+            ("next", &write),
+        ] {
+            if shards.is_none() {
+                reports.push(measure(
+                    format!("{label}, {op}, no gc"),
+                    &keys,
+                    seconds,
+                    f,
+                    &|| 0,
+                ));
+            }
+            reports.push(measure(
+                format!("{label}, {op}"),
+                &keys,
+                seconds,
+                f,
+                &|| b.gc(),
+            ));
+        }
     }
 
     let clock = MockClock::new();
@@ -137,22 +145,29 @@ fn main() {
         port.next(k, t);
     });
     let t = clock.now();
-    reports.push(measure(
-        "RwLock<HashMap> baseline".to_string(),
-        &keys,
-        seconds,
-        &|k| port.is_in_backoff_since_update(k, t),
-        &|| port.gc(),
-    ));
+    let read = |k: &str| port.is_in_backoff_since_update(k, t);
+    let write = |k: &str| !port.next(k, t).is_zero();
+    for (op, f) in [
+        ("read", &read as &(dyn Fn(&str) -> bool + Sync)),
+        ("next", &write),
+    ] {
+        reports.push(measure(
+            format!("RwLock<HashMap>, {op}"),
+            &keys,
+            seconds,
+            f,
+            &|| port.gc(),
+        ));
+    }
 
-    println!("reader latency during continuous gc over {N} entries ({seconds} s each)");
+    println!("latency during continuous gc over {N} entries ({seconds} s each)");
     println!(
-        "{:<28} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11} {:>9}",
+        "{:<34} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11} {:>9}",
         "target", "reads", "gc passes", "p50 ns", "p99 ns", "p99.9 ns", "max ns", ""
     );
     for r in reports {
         println!(
-            "{:<28} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11}",
+            "{:<34} {:>10} {:>9} {:>9} {:>9} {:>10} {:>11}",
             r.label, r.reads, r.gc_passes, r.p50, r.p99, r.p999, r.max
         );
     }

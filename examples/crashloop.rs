@@ -20,6 +20,8 @@ const SIMULATED: Duration = Duration::from_secs(45 * 60);
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
 const GC_PERIOD: Duration = Duration::from_secs(60);
 const RESET_WINDOW: Duration = Duration::from_secs(600);
+const INITIAL: Duration = Duration::from_secs(10);
+const MAX: Duration = Duration::from_secs(300);
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kind {
@@ -98,7 +100,7 @@ fn mmss(d: Duration) -> String {
 fn main() -> Result<(), keyed_backoff::ConfigError> {
     let clock = MockClock::new();
     // The kubelet's CrashLoopBackOff settings.
-    let backoff = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    let backoff = Backoff::<String>::builder(INITIAL, MAX)
         .clock(clock.clone())
         .expire_after(RESET_WINDOW)
         .build()?;
@@ -198,7 +200,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
             c.restarts += 1;
             total_restarts += 1;
             if c.featured {
-                let note = if ran > RESET_WINDOW && next == backoff.initial() {
+                let note = if ran > RESET_WINDOW && next == INITIAL {
                     format!(
                         " (it ran {} min healthy, past the reset window: back to the start)",
                         ran.as_secs() / 60

@@ -125,8 +125,9 @@ pub use error::ConfigError;
 #[cfg(feature = "tokio")]
 pub use keyed::GcTaskGuard;
 pub use keyed::{
-    Backoff, BackoffBuilder, ClockFixed, ClockOpen, DEFAULT_SHARDS, DefaultHashBuilder, EntryView,
-    GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Snapshot, SnapshotEntry, Stats,
+    Backoff, BackoffBuilder, ClientGoRule, ClockFixed, ClockOpen, DEFAULT_SHARDS,
+    DefaultHashBuilder, EntryView, GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Snapshot,
+    SnapshotEntry, Stats, StrategyRule,
 };
 
 /// The README's example, compiled and run as a doc test.

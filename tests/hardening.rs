@@ -158,7 +158,7 @@ mod strategies {
             draws in proptest::collection::vec(0.0f64..1.0, 40),
         ) {
             for s in all(a, b, f, j) {
-                let cap = s.cap();
+                let cap = s.max_delay();
                 let mut previous = None;
                 let mut it = draws.iter().cycle();
                 for n in 0..40 {
@@ -211,21 +211,26 @@ mod strategies {
 
 #[test]
 fn a_strategy_whose_limit_the_manager_cannot_count_is_refused() {
-    use keyed_backoff::strategy::Constant;
+    use keyed_backoff::strategy::{Constant, Strategy};
     let with = |s| {
-        Backoff::<String>::builder(SEC, 60 * SEC)
-            .strategy(s)
+        Backoff::<String>::with_strategy(s)
             .build()
             .map(drop)
             .map_err(|e| e.field())
     };
-    let five_thousand = Constant::new(5 * SEC).max_attempts(5_000).build().unwrap();
+    let five_thousand = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(5_000);
     assert_eq!(with(five_thousand), Err("strategy"));
-    let none = Constant::new(5 * SEC).max_attempts(0).build().unwrap();
+    let none = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(0);
     assert_eq!(with(none), Err("strategy"));
-    let at_limit = Constant::new(5 * SEC).max_attempts(4_095).build().unwrap();
+    let at_limit = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(4_095);
     assert_eq!(with(at_limit), Ok(()));
-    let unlimited = Constant::new(5 * SEC).build().unwrap();
+    let unlimited = Strategy::new(Constant::new(5 * SEC)).unwrap();
     assert_eq!(with(unlimited), Ok(()));
 }
 

@@ -11,15 +11,12 @@ use std::time::Duration;
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TokenBucket, TpsBudget};
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::retry::{Failure, GaveUp, Retry, Verdict};
-use keyed_backoff::strategy::{Constant, Exponential};
+use keyed_backoff::strategy::{Constant, Exponential, Strategy};
 
 const MS: Duration = Duration::from_millis(1);
 
 fn exponential() -> keyed_backoff::strategy::Strategy<Exponential> {
-    Exponential::new(100 * MS, 2.0)
-        .cap(1000 * MS)
-        .build()
-        .unwrap()
+    Strategy::new(Exponential::new(100 * MS, 2.0).cap(1000 * MS)).unwrap()
 }
 
 /// A sleeper that advances `clock` and records each delay.
@@ -168,7 +165,7 @@ fn notify_sees_error_delay_and_attempt() {
 
 #[test]
 fn an_exhausted_strategy_ends_the_loop() {
-    let s = Constant::new(MS).max_attempts(2).build().unwrap();
+    let s = Strategy::new(Constant::new(MS)).unwrap().max_attempts(2);
     let f = Retry::new(&s)
         .run(|_| {}, |_| Err::<(), _>(()))
         .unwrap_err();
@@ -284,7 +281,7 @@ fn adaptive_throttling_matches_the_formula_within_one_percent() {
 #[test]
 fn budget_stops_a_retry_storm() {
     let bucket = TokenBucket::new(10.0, 0.1).unwrap();
-    let s = Constant::new(Duration::ZERO).build().unwrap();
+    let s = Strategy::new(Constant::new(Duration::ZERO)).unwrap();
     // Every call fails: the bucket drains to max/2 and then refuses.
     let mut total_attempts = 0;
     for _ in 0..10 {

@@ -5,7 +5,7 @@
 
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::strategy::FullJitter;
+use keyed_backoff::strategy::{FullJitter, Strategy};
 use std::time::Duration;
 
 /// The first ten draws of seed 7: SplitMix64 outputs from state 7, top 53
@@ -57,10 +57,12 @@ fn keyed_manager_seed_7_gives_the_pinned_jitter() {
 #[test]
 fn strategy_seed_7_gives_the_pinned_draws() {
     // Full jitter with a cap of 1 s and base 1 s: every delay is u · 1 s.
-    let s = FullJitter::new(Duration::from_secs(1), Duration::from_secs(1))
-        .seed(7)
-        .build()
-        .expect("valid");
+    let s = Strategy::new(FullJitter::new(
+        Duration::from_secs(1),
+        Duration::from_secs(1),
+    ))
+    .expect("valid")
+    .seed(7);
     let got: Vec<f64> = s.iter().take(10).map(|d| d.as_secs_f64()).collect();
     for (n, (g, u)) in got.iter().zip(SEED_7).enumerate() {
         assert!((g - u).abs() < 1e-9, "draw {n}: {g} vs {u}");

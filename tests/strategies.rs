@@ -8,7 +8,7 @@ use std::time::Duration;
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::strategy::{
     Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter, FullJitter,
-    GoogleCloud, Hadoop, Linear, Step, WaitBackoff,
+    GoogleCloud, Hadoop, Linear, Step, Strategy, WaitBackoff,
 };
 use keyed_backoff::{Backoff, InBackoff};
 use rand::rngs::SmallRng;
@@ -42,112 +42,98 @@ fn seeded_sequences_are_reproducible_for_every_strategy() {
         assert!(!a.is_empty());
     }
     let (base, cap) = (5 * MS, 2000 * MS);
-    twice(FullJitter::new(base, cap).seed(1).build().unwrap());
-    twice(EqualJitter::new(base, cap).seed(1).build().unwrap());
-    twice(Decorrelated::new(base, cap).seed(1).build().unwrap());
+    twice(Strategy::new(FullJitter::new(base, cap)).unwrap().seed(1));
+    twice(Strategy::new(EqualJitter::new(base, cap)).unwrap().seed(1));
+    twice(Strategy::new(Decorrelated::new(base, cap)).unwrap().seed(1));
     twice(
-        Decorrelated::new(base, cap)
-            .bounded()
-            .seed(1)
-            .build()
-            .unwrap(),
+        Strategy::new(Decorrelated::new(base, cap).bounded())
+            .unwrap()
+            .seed(1),
     );
     twice(
-        FactorJitter::new(base, cap)
-            .factor(0.5)
-            .seed(1)
-            .build()
-            .unwrap(),
+        Strategy::new(FactorJitter::new(base, cap).factor(0.5))
+            .unwrap()
+            .seed(1),
     );
     twice(
-        WaitBackoff::new(base)
-            .factor(2.0)
-            .jitter(0.1)
-            .steps(5)
-            .seed(1)
-            .build()
-            .unwrap(),
+        Strategy::new(WaitBackoff::new(base).factor(2.0).jitter(0.1).steps(5))
+            .unwrap()
+            .seed(1),
     );
-    twice(Ethernet::new(base).seed(1).build().unwrap());
-    twice(Hadoop::new(base, 10).seed(1).build().unwrap());
-    twice(GoogleCloud::new().seed(1).build().unwrap());
-    twice(Cenkalti::new().seed(1).build().unwrap());
+    twice(Strategy::new(Ethernet::new(base)).unwrap().seed(1));
+    twice(Strategy::new(Hadoop::new(base, 10)).unwrap().seed(1));
+    twice(Strategy::new(GoogleCloud::new()).unwrap().seed(1));
+    twice(Strategy::new(Cenkalti::new()).unwrap().seed(1));
 }
 
 #[test]
 fn deterministic_families() {
-    let c: Vec<Duration> = Constant::new(MS)
-        .max_attempts(3)
-        .build()
+    let c: Vec<Duration> = Strategy::new(Constant::new(MS))
         .unwrap()
+        .max_attempts(3)
         .iter()
         .collect();
     assert_eq!(c, vec![MS; 3]);
-    let l: Vec<u128> = Linear::new(MS, 2 * MS)
-        .cap(6 * MS)
-        .build()
+    let l: Vec<u128> = Strategy::new(Linear::new(MS, 2 * MS).cap(6 * MS))
         .unwrap()
         .iter()
         .take(5)
         .map(|d| d.as_millis())
         .collect();
     assert_eq!(l, [1, 3, 5, 6, 6]);
-    let e: Vec<u128> = Exponential::new(5 * MS, 2.0)
-        .cap(2000 * MS)
-        .build()
+    let e: Vec<u128> = Strategy::new(Exponential::new(5 * MS, 2.0).cap(2000 * MS))
         .unwrap()
         .iter()
         .take(11)
         .map(|d| d.as_millis())
         .collect();
     assert_eq!(e, [5, 10, 20, 40, 80, 160, 320, 640, 1280, 2000, 2000]);
-    let f: Vec<u64> = FactorJitter::new(Duration::from_secs(10), Duration::from_secs(300))
-        .build()
-        .unwrap()
-        .iter()
-        .take(8)
-        .map(|d| d.as_secs())
-        .collect();
+    let f: Vec<u64> = Strategy::new(FactorJitter::new(
+        Duration::from_secs(10),
+        Duration::from_secs(300),
+    ))
+    .unwrap()
+    .iter()
+    .take(8)
+    .map(|d| d.as_secs())
+    .collect();
     assert_eq!(f, [10, 20, 40, 80, 160, 300, 300, 300]);
 }
 
 #[test]
 fn bad_parameters_are_refused() {
     assert_eq!(
-        Exponential::new(MS, 0.9).build().unwrap_err().field(),
-        "factor"
-    );
-    assert_eq!(
-        Exponential::new(MS, f64::INFINITY)
-            .build()
+        Strategy::new(Exponential::new(MS, 0.9))
             .unwrap_err()
             .field(),
         "factor"
     );
     assert_eq!(
-        FactorJitter::new(MS, MS)
-            .factor(f64::NAN)
-            .build()
+        Strategy::new(Exponential::new(MS, f64::INFINITY))
             .unwrap_err()
             .field(),
         "factor"
     );
     assert_eq!(
-        WaitBackoff::new(MS)
-            .jitter(-1.0)
-            .build()
+        Strategy::new(FactorJitter::new(MS, MS).factor(f64::NAN))
+            .unwrap_err()
+            .field(),
+        "factor"
+    );
+    assert_eq!(
+        Strategy::new(WaitBackoff::new(MS).jitter(-1.0))
             .unwrap_err()
             .field(),
         "jitter"
     );
     assert_eq!(
-        Cenkalti::new().multiplier(0.5).build().unwrap_err().field(),
+        Strategy::new(Cenkalti::new().multiplier(0.5))
+            .unwrap_err()
+            .field(),
         "multiplier"
     );
     assert_eq!(
-        Cenkalti::new()
-            .randomization(f64::NAN)
-            .build()
+        Strategy::new(Cenkalti::new().randomization(f64::NAN))
             .unwrap_err()
             .field(),
         "randomization"
@@ -209,12 +195,15 @@ fn share_at_cap(s: keyed_backoff::strategy::Strategy<Decorrelated>, cap: Duratio
 #[test]
 fn decorrelated_spikes_at_the_cap_and_the_bounded_variant_does_not() {
     let (base, cap) = (5 * MS, 2000 * MS);
-    let aws = share_at_cap(Decorrelated::new(base, cap).build().unwrap(), cap);
+    let aws = share_at_cap(Strategy::new(Decorrelated::new(base, cap)).unwrap(), cap);
     assert!(
         (0.20..0.35).contains(&aws),
         "AWS decorrelated at cap: {aws}"
     );
-    let bounded = share_at_cap(Decorrelated::new(base, cap).bounded().build().unwrap(), cap);
+    let bounded = share_at_cap(
+        Strategy::new(Decorrelated::new(base, cap).bounded()).unwrap(),
+        cap,
+    );
     assert!(bounded < 0.01, "bounded at cap: {bounded}");
 }
 
@@ -281,30 +270,23 @@ fn cenkalti_documented_intervals_and_ranges() {
 fn apimachinery_step_sequence() {
     // {duration 10 ms, factor 2, steps 4, cap 100 ms}: returns the current
     // value, then grows; after 4 steps (or reaching the cap) it stops growing.
-    let s = WaitBackoff::new(10 * MS)
-        .factor(2.0)
-        .steps(4)
-        .build()
-        .unwrap();
+    let s = Strategy::new(WaitBackoff::new(10 * MS).factor(2.0).steps(4)).unwrap();
     let ms: Vec<u128> = s.iter().take(7).map(|d| d.as_millis()).collect();
     assert_eq!(ms, [10, 20, 40, 80, 160, 160, 160]);
-    let capped = WaitBackoff::new(10 * MS)
-        .factor(3.0)
-        .steps(10)
-        .cap(100 * MS)
-        .build()
-        .unwrap();
+    let capped = Strategy::new(
+        WaitBackoff::new(10 * MS)
+            .factor(3.0)
+            .steps(10)
+            .cap(100 * MS),
+    )
+    .unwrap();
     let ms: Vec<u128> = capped.iter().take(6).map(|d| d.as_millis()).collect();
     assert_eq!(ms, [10, 30, 90, 100, 100, 100]);
     // Jitter never feeds back: every value lies in [d, d·1.5) of the
     // un-jittered sequence.
-    let jittered = WaitBackoff::new(10 * MS)
-        .factor(2.0)
-        .jitter(0.5)
-        .steps(4)
-        .seed(3)
-        .build()
-        .unwrap();
+    let jittered = Strategy::new(WaitBackoff::new(10 * MS).factor(2.0).jitter(0.5).steps(4))
+        .unwrap()
+        .seed(3);
     for (got, base) in jittered.iter().zip([10u64, 20, 40, 80, 160, 160]) {
         let base = Duration::from_millis(base);
         assert!(
@@ -317,7 +299,7 @@ fn apimachinery_step_sequence() {
 #[test]
 fn ethernet_gives_up_after_16_attempts_and_truncates_at_10() {
     let slot = Duration::from_micros(51);
-    let s = Ethernet::new(slot).seed(8).build().unwrap();
+    let s = Strategy::new(Ethernet::new(slot)).unwrap().seed(8);
     assert_eq!(s.iter().count(), 15, "16 attempts: 15 waits, then give up");
     for (n, max_r) in [(0u32, 1u32), (1, 3), (9, 1023), (12, 1023)] {
         let mut rng = SmallRng::seed_from_u64(u64::from(n));
@@ -361,17 +343,14 @@ fn hadoop_and_google_ranges() {
 #[test]
 fn keyed_manager_with_a_strategy() {
     let clock = MockClock::new();
-    let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(100))
-        .clock(clock.clone())
-        .strategy(
-            Exponential::new(Duration::from_secs(1), 3.0)
-                .cap(Duration::from_secs(20))
-                .max_attempts(4)
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
+    let exponential = Exponential::new(Duration::from_secs(1), 3.0).cap(Duration::from_secs(20));
+    let b = Backoff::<String>::with_strategy(
+        Strategy::new(exponential.clone()).unwrap().max_attempts(4),
+    )
+    .clock(clock.clone())
+    .expire_after(Duration::from_secs(200))
+    .build()
+    .unwrap();
     let secs: Vec<u64> = (0..6).map(|_| b.next("k", clock.now()).as_secs()).collect();
     // After its 4 delays the strategy gives up; the entry keeps its last value.
     assert_eq!(secs, [1, 3, 9, 20, 20, 20]);
@@ -380,13 +359,24 @@ fn keyed_manager_with_a_strategy() {
     clock.advance(Duration::from_secs(201));
     assert_eq!(b.next("k", clock.now()), Duration::from_secs(1));
     assert_eq!(b.attempts("k"), 1);
-    // Jitter on the builder conflicts with a strategy.
-    let err = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(100))
-        .jitter(0.1)
-        .strategy(Constant::new(Duration::from_secs(1)).build().unwrap())
+    // Without a window, the default expiry is twice the strategy's largest delay.
+    let b = Backoff::<String>::with_strategy(Strategy::new(exponential).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(b.max(), Duration::from_secs(20));
+    // A strategy without a bound needs a window.
+    let unbounded = Strategy::new(Exponential::new(Duration::from_secs(1), 2.0)).unwrap();
+    let err = Backoff::<String>::with_strategy(unbounded.clone())
         .build()
         .unwrap_err();
-    assert_eq!(err.field(), "jitter");
+    assert_eq!(err.field(), "expire_after");
+    assert!(
+        Backoff::<String>::with_strategy(unbounded)
+            .expire_after(Duration::from_secs(60))
+            .build()
+            .is_ok()
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
 use keyed_backoff::retry::{GaveUp, Retry};
-use keyed_backoff::strategy::Constant;
+use keyed_backoff::strategy::{Constant, Strategy};
 use keyed_backoff::{Backoff, InBackoff};
 use tokio::time::Instant;
 
@@ -93,7 +93,7 @@ fn an_early_requeue_waits_out_the_window_without_counting() {
 #[test]
 fn run_async_with_the_tokio_clock_stops_at_max_elapsed_in_paused_time() {
     paused::runtime().block_on(async {
-        let s = Constant::new(5 * SEC).build().expect("valid");
+        let s = Strategy::new(Constant::new(5 * SEC)).expect("valid");
         let start = Instant::now();
         let failure = Retry::new(&s)
             .clock(TokioClock)

@@ -16,7 +16,12 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::{ConfigError, finite_at_least};
 use crate::strategy::{FactorJitter, Step, Strategy};
 
-/// Builds a [`Backoff`]; made by [`Backoff::builder`].
+/// Builds a [`Backoff`]; made by [`Backoff::builder`] (client-go's rule) or
+/// [`Backoff::with_strategy`] (any other).
+///
+/// The rule is chosen once, by the constructor, and the type says which:
+/// `R` is [`ClientGoRule`] or [`StrategyRule`]. Only client-go's rule has a
+/// [`jitter`](Self::jitter) setting; a strategy carries its own.
 ///
 /// Defaults: no jitter (`0.0`), the [`DefaultClock`], client-go's expiry
 /// (`event − last_update > 2·max`), a random jitter seed, the
@@ -39,27 +44,72 @@ use crate::strategy::{FactorJitter, Step, Strategy};
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until .build() is called"]
-pub struct BackoffBuilder<K, C: Clock = DefaultClock, S = DefaultHashBuilder, T = ClockOpen> {
+pub struct BackoffBuilder<
+    K,
+    C: Clock = DefaultClock,
+    S = DefaultHashBuilder,
+    T = ClockOpen,
+    R = ClientGoRule,
+> {
     settings: Settings,
     clock: C,
     hasher: S,
     /// `None`: client-go's default (`2·max`), resolved in `build`.
     expiry: Option<Expiry<C::Instant>>,
-    keys: PhantomData<fn() -> (K, T)>,
+    types: Markers<K, T, R>,
 }
+
+/// The key type and the two type states, held without owning any.
+type Markers<K, T, R> = PhantomData<fn() -> (K, T, R)>;
 
 /// The settings whose types do not depend on the clock or the hasher, so a
 /// builder that changes type carries them over as one value.
 struct Settings {
-    initial: Duration,
-    max: Duration,
-    jitter: f64,
+    rule: RuleSetting,
     seed: Option<u64>,
     shards: Option<usize>,
     capacity: usize,
-    strategy: Option<(Box<dyn Step>, Option<u64>)>,
     amortized_gc: Option<u32>,
 }
+
+/// The rule as chosen by the constructor.
+enum RuleSetting {
+    /// client-go's: `initial`, `max` and the jitter factor.
+    ClientGo {
+        initial: Duration,
+        max: Duration,
+        jitter: f64,
+    },
+    /// Any strategy, with its own seed if it has one.
+    Strategy {
+        step: Box<dyn Step>,
+        seed: Option<u64>,
+    },
+}
+
+/// Rule state of a builder made by [`Backoff::builder`]: client-go's
+/// doubling rule, whose jitter factor [`BackoffBuilder::jitter`] sets.
+///
+/// ```
+/// use keyed_backoff::{Backoff, BackoffBuilder, ClientGoRule, ClockOpen};
+/// let _b: BackoffBuilder<String, _, _, ClockOpen, ClientGoRule> =
+///     Backoff::<String>::builder(std::time::Duration::from_secs(1), std::time::Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ClientGoRule;
+
+/// Rule state of a builder made by [`Backoff::with_strategy`]: the
+/// strategy decides every delay, so there is no `jitter` setting.
+///
+/// ```compile_fail
+/// use keyed_backoff::Backoff;
+/// use keyed_backoff::strategy::{Constant, Strategy};
+/// use std::time::Duration;
+/// let s = Strategy::new(Constant::new(Duration::from_secs(1))).unwrap();
+/// let _ = Backoff::<String>::with_strategy(s).jitter(0.1); // error: no jitter here
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct StrategyRule;
 
 /// Builder state: the clock may still be changed with
 /// [`BackoffBuilder::clock`].
@@ -101,28 +151,45 @@ pub struct ClockOpen;
 #[derive(Debug, Clone, Copy)]
 pub struct ClockFixed;
 
-impl<K> BackoffBuilder<K> {
-    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
+impl<K, R> BackoffBuilder<K, DefaultClock, DefaultHashBuilder, ClockOpen, R> {
+    fn with_rule(rule: RuleSetting) -> Self {
         BackoffBuilder {
             settings: Settings {
-                initial,
-                max,
-                jitter: 0.0,
+                rule,
                 seed: None,
                 shards: None,
                 capacity: 0,
-                strategy: None,
                 amortized_gc: None,
             },
             clock: DefaultClock::default(),
             hasher: DefaultHashBuilder::default(),
             expiry: None,
-            keys: PhantomData,
+            types: PhantomData,
         }
     }
 }
 
-impl<K, C: Clock, S> BackoffBuilder<K, C, S, ClockOpen> {
+impl<K> BackoffBuilder<K> {
+    pub(crate) fn client_go(initial: Duration, max: Duration) -> Self {
+        Self::with_rule(RuleSetting::ClientGo {
+            initial,
+            max,
+            jitter: 0.0,
+        })
+    }
+}
+
+impl<K> BackoffBuilder<K, DefaultClock, DefaultHashBuilder, ClockOpen, StrategyRule> {
+    pub(crate) fn strategy<St: Step + Clone>(strategy: Strategy<St>) -> Self {
+        let seed = strategy.seed_value();
+        Self::with_rule(RuleSetting::Strategy {
+            step: Box::new(strategy),
+            seed,
+        })
+    }
+}
+
+impl<K, C: Clock, S, R> BackoffBuilder<K, C, S, ClockOpen, R> {
     /// The clock to read; changes the builder's clock type. Default
     /// [`DefaultClock`].
     ///
@@ -140,7 +207,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S, ClockOpen> {
     /// b.next("k", quanta::Instant::now());
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S, ClockOpen> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S, ClockOpen, R> {
         // A fixed window carries over; a custom expiry cannot be set here
         // (`expiry` moves the builder to `ClockFixed`).
         let expiry = match self.expiry {
@@ -152,12 +219,12 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S, ClockOpen> {
             clock,
             hasher: self.hasher,
             expiry,
-            keys: PhantomData,
+            types: PhantomData,
         }
     }
 }
 
-impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
+impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T, ClientGoRule> {
     /// Jitter factor, client-go's `maxJitterFactor`: each step adds
     /// `U[0,1) · jitter · previous backoff` before the cap. Default `0.0`.
     /// Must be a finite number `>= 0`.
@@ -171,10 +238,14 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// assert_eq!(bad.unwrap_err().field(), "jitter");
     /// ```
     pub fn jitter(mut self, factor: f64) -> Self {
-        self.settings.jitter = factor;
+        if let RuleSetting::ClientGo { jitter, .. } = &mut self.settings.rule {
+            *jitter = factor;
+        }
         self
     }
+}
 
+impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
     /// Seed for the jitter draws, for reproducible runs. Default: random per
     /// manager.
     ///
@@ -221,7 +292,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// # let _ = b;
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn expiry<F>(self, has_expired: F) -> BackoffBuilder<K, C, S, ClockFixed>
+    pub fn expiry<F>(self, has_expired: F) -> BackoffBuilder<K, C, S, ClockFixed, R>
     where
         F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
     {
@@ -230,7 +301,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
             clock: self.clock,
             hasher: self.hasher,
             expiry: Some(Expiry::Custom(Arc::new(has_expired))),
-            keys: PhantomData,
+            types: PhantomData,
         }
     }
 
@@ -265,13 +336,13 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// # let _ = b;
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2, T> {
+    pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> BackoffBuilder<K, C, S2, T, R> {
         BackoffBuilder {
             settings: self.settings,
             clock: self.clock,
             hasher,
             expiry: self.expiry,
-            keys: PhantomData,
+            types: PhantomData,
         }
     }
 
@@ -294,34 +365,6 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
         self.settings.shards = Some(shards);
-        self
-    }
-
-    /// Replace client-go's rule with any [`strategy`](crate::strategy): a
-    /// new or expired entry gets the strategy's first delay, each further
-    /// `next` its following one (given the attempt count and the previous
-    /// backoff). A strategy that gives up keeps the last backoff; use
-    /// [`Backoff::attempts`] to stop. `max` still sets the default expiry
-    /// (`2·max`). Default: client-go's rule. Random draws use the builder's
-    /// [`seed`](Self::seed), else the strategy's, else a random one.
-    ///
-    /// ```
-    /// use keyed_backoff::Backoff;
-    /// use keyed_backoff::clock::{Clock, MockClock};
-    /// use keyed_backoff::strategy::Linear;
-    /// use std::time::Duration;
-    /// let clock = MockClock::new();
-    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(10))
-    ///     .clock(clock.clone())
-    ///     .strategy(Linear::new(Duration::from_secs(1), Duration::from_secs(2)).build()?)
-    ///     .build()?;
-    /// let secs: Vec<u64> = (0..3).map(|_| b.next("k", clock.now()).as_secs()).collect();
-    /// assert_eq!(secs, [1, 3, 5]);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn strategy<St: Step + Clone>(mut self, strategy: Strategy<St>) -> Self {
-        let (step, seed) = strategy.into_parts();
-        self.settings.strategy = Some((Box::new(step), seed));
         self
     }
 
@@ -373,7 +416,9 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
     ///
     /// Errors: `initial` or `max` above [`MAX_BACKOFF`] (about 52 days);
     /// `jitter` NaN, infinite or negative; `shards` not a power of two in
-    /// 2..=65536.
+    /// 2..=65536; a strategy that gives no delay, or gives up only beyond
+    /// [`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS); a strategy with unbounded
+    /// delays and no [`expire_after`](Self::expire_after) window.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -387,9 +432,6 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
         S: BuildHasher + Clone,
     {
         let settings = self.settings;
-        let initial = within_max_backoff("initial", settings.initial)?;
-        let max = within_max_backoff("max", settings.max)?;
-        let jitter = finite_at_least("jitter", settings.jitter, 0.0)?;
         let map = match settings.shards.unwrap_or(DEFAULT_SHARDS) {
             n if n.is_power_of_two() && (2..=65_536).contains(&n) => {
                 DashMap::with_capacity_and_hasher_and_shard_amount(
@@ -406,22 +448,32 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
                 ));
             }
         };
-        let (formula, strategy_seed) = match settings.strategy {
-            Some(_) if jitter != 0.0 => {
-                return Err(ConfigError::new(
-                    "jitter",
-                    "0 when a strategy is set (give the strategy its own jitter)",
-                    jitter,
-                ));
+        let (formula, max, strategy_seed) = match settings.rule {
+            RuleSetting::ClientGo {
+                initial,
+                max,
+                jitter,
+            } => {
+                let initial = within_max_backoff("initial", initial)?;
+                let max = within_max_backoff("max", max)?;
+                let jitter = finite_at_least("jitter", jitter, 0.0)?;
+                let rule = FactorJitter::new(initial, max).factor(jitter);
+                (Formula::ClientGo(rule), max, None)
             }
-            Some((step, seed)) => {
+            RuleSetting::Strategy { step, seed } => {
                 check_attempt_limit(step.as_ref())?;
-                (Formula::Strategy(step), seed)
+                let max = step.max_delay();
+                if max > MAX_BACKOFF && self.expiry.is_none() {
+                    return Err(ConfigError::new(
+                        "expire_after",
+                        format!(
+                            "a window, for a strategy whose delays are unbounded or above {MAX_BACKOFF:?} (the default, 2 x the largest delay, would keep entries forever)"
+                        ),
+                        format!("max_delay {max:?}"),
+                    ));
+                }
+                (Formula::Strategy(step), max.min(MAX_BACKOFF), seed)
             }
-            None => (
-                Formula::ClientGo(FactorJitter::new(initial, max).factor(jitter)),
-                None,
-            ),
         };
         if settings.amortized_gc == Some(0) {
             return Err(ConfigError::new("amortized_gc", "at least 1", 0));
@@ -433,9 +485,7 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T> {
             rule: Rule::new(formula, seed),
             clock: self.clock,
             epoch,
-            initial,
             max,
-            jitter,
             expiry: self.expiry.unwrap_or_else(|| Expiry::twice_max(max)),
         })
     }

@@ -22,7 +22,9 @@ use std::time::Duration;
 pub use background::GcGuard;
 #[cfg(feature = "tokio")]
 pub use background::GcTaskGuard;
-pub use builder::{BackoffBuilder, ClockFixed, ClockOpen, DEFAULT_SHARDS};
+pub use builder::{
+    BackoffBuilder, ClientGoRule, ClockFixed, ClockOpen, DEFAULT_SHARDS, StrategyRule,
+};
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 pub use gate::InBackoff;
 pub use observe::{EntryView, Snapshot, SnapshotEntry, Stats};
@@ -81,9 +83,9 @@ pub struct Backoff<K, C: Clock = DefaultClock, S = DefaultHashBuilder> {
     store: Store<K, S>,
     clock: C,
     epoch: C::Instant,
-    initial: Duration,
+    /// client-go's `maxDuration`, or a strategy's largest delay: the unit
+    /// of the default expiry and the `max` a custom expiry is given.
     max: Duration,
-    jitter: f64,
     rule: Rule,
     expiry: Expiry<C::Instant>,
 }
@@ -120,7 +122,39 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn builder(initial: Duration, max: Duration) -> BackoffBuilder<K> {
-        BackoffBuilder::new(initial, max)
+        BackoffBuilder::client_go(initial, max)
+    }
+
+    /// A builder for a manager whose rule is any [`strategy`](crate::strategy)
+    /// instead of client-go's: a new or expired entry gets the strategy's
+    /// first delay, each further `next` its following one (given the
+    /// attempt count and the previous backoff). A strategy that gives up
+    /// keeps the last backoff; use [`attempts`](Self::attempts) to stop.
+    ///
+    /// The default expiry is twice the strategy's
+    /// [`max_delay`](crate::strategy::Step::max_delay); a strategy without
+    /// a bound needs [`expire_after`](BackoffBuilder::expire_after). Random
+    /// draws use the builder's [`seed`](BackoffBuilder::seed), else the
+    /// strategy's, else a random one.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use keyed_backoff::strategy::{Linear, Strategy};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let linear = Linear::new(Duration::from_secs(1), Duration::from_secs(2)).cap(Duration::from_secs(10));
+    /// let b = Backoff::<String>::with_strategy(Strategy::new(linear)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let secs: Vec<u64> = (0..3).map(|_| b.next("k", clock.now()).as_secs()).collect();
+    /// assert_eq!(secs, [1, 3, 5]);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn with_strategy<St: crate::strategy::Step + Clone>(
+        strategy: crate::strategy::Strategy<St>,
+    ) -> BackoffBuilder<K, DefaultClock, DefaultHashBuilder, ClockOpen, StrategyRule> {
+        BackoffBuilder::strategy(strategy)
     }
 }
 
@@ -370,21 +404,24 @@ where
         &self.clock
     }
 
-    /// The configured initial backoff.
+    /// The rule that moves each entry: client-go's
+    /// [`FactorJitter`](crate::strategy::FactorJitter) for a manager from
+    /// [`builder`](Self::builder), the strategy for one from
+    /// [`with_strategy`](Self::with_strategy).
     ///
     /// ```
     /// use keyed_backoff::Backoff;
     /// use std::time::Duration;
     /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(2))?;
-    /// assert_eq!(b.initial(), Duration::from_secs(1));
+    /// assert_eq!(b.rule().delay(0, None, &mut || 0.0), Some(Duration::from_secs(1)));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn initial(&self) -> Duration {
-        self.initial
+    pub fn rule(&self) -> &dyn crate::strategy::Step {
+        self.rule.step()
     }
 
-    /// The configured maximum backoff (also the unit of the default expiry,
-    /// `2·max`).
+    /// client-go's `max` (for a strategy, its largest delay): the unit of
+    /// the default expiry, `2·max`, and the `max` given to a custom expiry.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -519,9 +556,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Backoff")
-            .field("initial", &self.initial)
-            .field("max", &self.max)
-            .field("jitter", &self.jitter)
+            .field("rule", &self.rule.step())
             .field("expiry", &self.expiry)
             .field("entries", &self.store.len())
             .finish_non_exhaustive()

@@ -329,7 +329,7 @@ where
         self.enter();
         let now = self.now_tick();
         let judge = self.judge();
-        let max_ns = saturating_nanos(self.max).max(saturating_nanos(self.initial));
+        let max_ns = saturating_nanos(self.rule.step().max_delay().min(super::MAX_BACKOFF));
         // The last occurrence of a key decides, as if the entries were
         // applied in order.
         let mut last: std::collections::HashMap<&K, usize> =

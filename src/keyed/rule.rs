@@ -30,6 +30,14 @@ impl Rule {
         }
     }
 
+    /// The formula, as a strategy.
+    pub(crate) fn step(&self) -> &dyn Step {
+        match &self.formula {
+            Formula::ClientGo(f) => f,
+            Formula::Strategy(s) => s.as_ref(),
+        }
+    }
+
     /// The backoff of a new or re-initialised entry, in nanoseconds.
     #[inline]
     pub(crate) fn first(&self) -> u64 {

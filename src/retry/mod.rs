@@ -23,10 +23,10 @@
 //!
 //! ```
 //! use keyed_backoff::retry::{Retry, Verdict};
-//! use keyed_backoff::strategy::Exponential;
+//! use keyed_backoff::strategy::{Exponential, Strategy};
 //! use std::time::Duration;
 //!
-//! let strategy = Exponential::new(Duration::from_millis(10), 2.0).build()?;
+//! let strategy = Strategy::new(Exponential::new(Duration::from_millis(10), 2.0))?;
 //! let mut slept = Vec::new();
 //! let outcome = Retry::new(&strategy)
 //!     .max_attempts(5)
@@ -169,9 +169,9 @@ impl<'a, E> Retry<'a, E> {
     ///
     /// ```
     /// use keyed_backoff::retry::Retry;
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::ZERO).max_attempts(2).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?.max_attempts(2);
     /// let failed = Retry::new(&s).run(|_| {}, |_| Err::<(), _>("no")).unwrap_err();
     /// assert_eq!(failed.attempts, 3); // the first try and two retries
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -179,7 +179,7 @@ impl<'a, E> Retry<'a, E> {
     pub fn new<S: Step + Clone + Send>(strategy: &Strategy<S>) -> Self {
         Retry {
             delays: Box::new(strategy.iter()),
-            cap: strategy.step().cap(),
+            cap: strategy.max_delay(),
             max_attempts: None,
             max_elapsed: None,
             clock: DefaultClock::default(),
@@ -195,9 +195,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     ///
     /// ```
     /// use keyed_backoff::retry::{GaveUp, Retry};
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::ZERO).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
     /// let f = Retry::new(&s).max_attempts(4).run(|_| {}, |_| Err::<(), _>(())).unwrap_err();
     /// assert_eq!((f.attempts, f.reason), (4, GaveUp::MaxAttempts));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -213,10 +213,10 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// ```
     /// use keyed_backoff::retry::{GaveUp, Retry};
     /// use keyed_backoff::clock::MockClock;
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
     /// let clock = MockClock::new();
-    /// let s = Constant::new(Duration::from_secs(4)).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_secs(4)))?;
     /// let f = Retry::new(&s)
     ///     .clock(clock.clone())
     ///     .max_elapsed(Duration::from_secs(10))
@@ -235,9 +235,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// ```
     /// use keyed_backoff::retry::Retry;
     /// use keyed_backoff::clock::MockClock;
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::ZERO).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
     /// let r: Retry<'_, (), MockClock> = Retry::new(&s).clock(MockClock::new());
     /// # drop(r);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -260,9 +260,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     ///
     /// ```
     /// use keyed_backoff::retry::{GaveUp, Retry, Verdict};
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::ZERO).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
     /// let f = Retry::new(&s)
     ///     .classify(|code: &u16| if *code == 404 { Verdict::Stop } else { Verdict::Retry })
     ///     .run(|_| {}, |_| Err::<(), u16>(404))
@@ -280,9 +280,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     ///
     /// ```
     /// use keyed_backoff::retry::{GaveUp, Retry};
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::ZERO).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
     /// let f = Retry::new(&s).when(|e: &&str| e.contains("timeout")).run(|_| {}, |_| Err::<(), _>("denied")).unwrap_err();
     /// assert_eq!(f.reason, GaveUp::Permanent);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -302,9 +302,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     ///
     /// ```
     /// use keyed_backoff::retry::Retry;
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::from_millis(1)).max_attempts(2).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_millis(1)))?.max_attempts(2);
     /// let mut seen = Vec::new();
     /// let _ = Retry::new(&s).notify(|e: &&str, d, n| seen.push((e.to_string(), d, n))).run(|_| {}, |_| Err::<(), _>("x"));
     /// assert_eq!(seen.len(), 2);
@@ -322,10 +322,10 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// ```
     /// use keyed_backoff::budget::TokenBucket;
     /// use keyed_backoff::retry::{GaveUp, Retry};
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
     /// let budget = TokenBucket::new(4.0, 0.1)?; // retries while tokens > 2
-    /// let s = Constant::new(Duration::ZERO).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
     /// let f = Retry::new(&s).budget(&budget).run(|_| {}, |_| Err::<(), _>(())).unwrap_err();
     /// assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -340,9 +340,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     ///
     /// ```
     /// use keyed_backoff::retry::{Retry, ThreadSleeper};
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::from_millis(1)).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_millis(1)))?;
     /// let ok = Retry::new(&s).run(ThreadSleeper, |n| if n == 2 { Ok(n) } else { Err(()) }).unwrap();
     /// assert_eq!(ok.attempts, 2);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -376,9 +376,9 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
     /// use keyed_backoff::retry::Retry;
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::from_secs(5)).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_secs(5)))?;
     /// let ok = Retry::new(&s).run_async(|n| async move { if n == 3 { Ok(n) } else { Err(()) } }).await.unwrap();
     /// assert_eq!(ok.attempts, 3);
     /// # Ok::<(), keyed_backoff::ConfigError>(())

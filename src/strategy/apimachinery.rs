@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Step, buildable, mul_f64};
+use super::{Step, mul_f64};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
@@ -20,9 +20,9 @@ use crate::error::finite_at_least;
 /// cap, as in Go).
 ///
 /// ```
-/// use keyed_backoff::strategy::WaitBackoff;
+/// use keyed_backoff::strategy::{WaitBackoff, Strategy};
 /// use std::time::Duration;
-/// let s = WaitBackoff::new(Duration::from_millis(10)).factor(5.0).steps(4).build()?;
+/// let s = Strategy::new(WaitBackoff::new(Duration::from_millis(10)).factor(5.0).steps(4))?;
 /// let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
 /// assert_eq!(ms, [10, 50, 250, 1250, 6250, 6250]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -34,7 +34,6 @@ pub struct WaitBackoff {
     jitter: f64,
     steps: u32,
     cap: Duration,
-    seed: Option<u64>,
 }
 
 impl WaitBackoff {
@@ -51,7 +50,6 @@ impl WaitBackoff {
             jitter: 0.0,
             steps: 1,
             cap: Duration::ZERO,
-            seed: None,
         }
     }
 
@@ -125,10 +123,9 @@ impl WaitBackoff {
         (d, steps)
     }
 }
-buildable!(WaitBackoff);
 
 impl Step for WaitBackoff {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         if self.cap.is_zero() {
             Duration::MAX
         } else {

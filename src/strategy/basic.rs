@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Step, buildable, grown, limited};
+use super::{Step, grown};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
@@ -11,17 +11,15 @@ use crate::error::finite_at_least;
 /// Defaults: no attempt limit.
 ///
 /// ```
-/// use keyed_backoff::strategy::Constant;
+/// use keyed_backoff::strategy::{Constant, Strategy};
 /// use std::time::Duration;
-/// let s = Constant::new(Duration::from_secs(2)).max_attempts(3).build()?;
+/// let s = Strategy::new(Constant::new(Duration::from_secs(2)))?.max_attempts(3);
 /// assert_eq!(s.iter().collect::<Vec<_>>(), vec![Duration::from_secs(2); 3]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Constant {
     delay: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl Constant {
@@ -32,22 +30,16 @@ impl Constant {
     /// let _ = Constant::new(std::time::Duration::from_millis(10));
     /// ```
     pub fn new(d: Duration) -> Self {
-        Constant {
-            delay: d,
-            max_attempts: None,
-            seed: None,
-        }
+        Constant { delay: d }
     }
 }
-buildable!(Constant);
-limited!(Constant, Constant::new(Duration::from_millis(1)));
 
 impl Step for Constant {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.delay
     }
-    fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
-        within(n, self.max_attempts).then_some(self.delay)
+    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        Some(self.delay)
     }
 }
 
@@ -56,9 +48,9 @@ impl Step for Constant {
 /// Defaults: no cap, no attempt limit.
 ///
 /// ```
-/// use keyed_backoff::strategy::Linear;
+/// use keyed_backoff::strategy::{Linear, Strategy};
 /// use std::time::Duration;
-/// let s = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(3)).build()?;
+/// let s = Strategy::new(Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(3)))?;
 /// let secs: Vec<u64> = s.iter().take(5).map(|d| d.as_secs()).collect();
 /// assert_eq!(secs, [1, 2, 3, 3, 3]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -68,8 +60,6 @@ pub struct Linear {
     initial: Duration,
     step: Duration,
     cap: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl Linear {
@@ -85,8 +75,6 @@ impl Linear {
             initial,
             step,
             cap: Duration::MAX,
-            max_attempts: None,
-            seed: None,
         }
     }
 
@@ -102,18 +90,13 @@ impl Linear {
         self
     }
 }
-buildable!(Linear);
-limited!(
-    Linear,
-    Linear::new(Duration::from_secs(1), Duration::from_secs(1))
-);
 
 impl Step for Linear {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.cap
     }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
-        within(n, self.max_attempts).then(|| {
+        Some({
             self.initial
                 .saturating_add(self.step.saturating_mul(n))
                 .min(self.cap)
@@ -126,9 +109,9 @@ impl Step for Linear {
 /// Defaults: no cap, no attempt limit. `factor` must be finite and `>= 1`.
 ///
 /// ```
-/// use keyed_backoff::strategy::Exponential;
+/// use keyed_backoff::strategy::{Exponential, Strategy};
 /// use std::time::Duration;
-/// let s = Exponential::new(Duration::from_millis(5), 2.0).cap(Duration::from_millis(2000)).build()?;
+/// let s = Strategy::new(Exponential::new(Duration::from_millis(5), 2.0).cap(Duration::from_millis(2000)))?;
 /// let ms: Vec<u128> = s.iter().take(4).map(|d| d.as_millis()).collect();
 /// assert_eq!(ms, [5, 10, 20, 40]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -138,8 +121,6 @@ pub struct Exponential {
     base: Duration,
     factor: f64,
     cap: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl Exponential {
@@ -154,8 +135,6 @@ impl Exponential {
             base,
             factor,
             cap: Duration::MAX,
-            max_attempts: None,
-            seed: None,
         }
     }
 
@@ -171,23 +150,15 @@ impl Exponential {
         self
     }
 }
-buildable!(Exponential);
-limited!(Exponential, Exponential::new(Duration::from_millis(1), 2.0));
 
 impl Step for Exponential {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.cap
     }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
-        within(n, self.max_attempts).then(|| grown(self.base, self.factor, n, self.cap))
+        Some(grown(self.base, self.factor, n, self.cap))
     }
     fn validate(&self) -> Result<(), ConfigError> {
         finite_at_least("factor", self.factor, 1.0).map(drop)
     }
-}
-
-/// Whether delay number `n` (0-based) is allowed under `max_attempts`.
-#[inline]
-pub(crate) fn within(n: u32, max_attempts: Option<u32>) -> bool {
-    max_attempts.is_none_or(|m| n < m)
 }

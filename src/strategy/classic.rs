@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::basic::within;
-use super::{Step, between, buildable, grown, limited, mul_f64};
+use super::within;
+use super::{Step, between, grown, mul_f64};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
@@ -14,10 +14,10 @@ use crate::error::finite_at_least;
 /// dropped: the iterator yields 15 delays, then `None`.
 ///
 /// ```
-/// use keyed_backoff::strategy::Ethernet;
+/// use keyed_backoff::strategy::{Ethernet, Strategy};
 /// use std::time::Duration;
 /// let slot = Duration::from_nanos(51_200); // 10 Mb/s slot time
-/// let s = Ethernet::new(slot).seed(2).build()?;
+/// let s = Strategy::new(Ethernet::new(slot))?.seed(2);
 /// let delays: Vec<Duration> = s.iter().collect();
 /// assert_eq!(delays.len(), 15);
 /// assert!(delays[0] <= slot); // r ∈ {0, 1}
@@ -26,7 +26,6 @@ use crate::error::finite_at_least;
 #[derive(Debug, Clone)]
 pub struct Ethernet {
     slot: Duration,
-    seed: Option<u64>,
 }
 
 impl Ethernet {
@@ -37,13 +36,12 @@ impl Ethernet {
     /// let _ = Ethernet::new(std::time::Duration::from_nanos(51_200));
     /// ```
     pub fn new(slot: Duration) -> Self {
-        Ethernet { slot, seed: None }
+        Ethernet { slot }
     }
 }
-buildable!(Ethernet);
 
 impl Step for Ethernet {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.slot.saturating_mul(1023)
     }
     fn delay(
@@ -68,9 +66,9 @@ impl Step for Ethernet {
 /// Defaults: no cap.
 ///
 /// ```
-/// use keyed_backoff::strategy::Hadoop;
+/// use keyed_backoff::strategy::{Hadoop, Strategy};
 /// use std::time::Duration;
-/// let s = Hadoop::new(Duration::from_millis(100), 3).seed(1).build()?;
+/// let s = Strategy::new(Hadoop::new(Duration::from_millis(100), 3))?.seed(1);
 /// let d: Vec<Duration> = s.iter().collect();
 /// assert_eq!(d.len(), 3);
 /// assert!(d[0] >= Duration::from_millis(100) && d[0] < Duration::from_millis(300));
@@ -81,7 +79,6 @@ pub struct Hadoop {
     sleep: Duration,
     max_retries: u32,
     cap: Duration,
-    seed: Option<u64>,
 }
 
 impl Hadoop {
@@ -96,7 +93,6 @@ impl Hadoop {
             sleep,
             max_retries,
             cap: Duration::MAX,
-            seed: None,
         }
     }
 
@@ -112,10 +108,9 @@ impl Hadoop {
         self
     }
 }
-buildable!(Hadoop);
 
 impl Step for Hadoop {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         mul_f64(self.cap, 1.5)
     }
     fn delay(
@@ -139,9 +134,9 @@ impl Step for Hadoop {
 /// Defaults: `max_backoff` 32 s, no attempt limit.
 ///
 /// ```
-/// use keyed_backoff::strategy::GoogleCloud;
+/// use keyed_backoff::strategy::{GoogleCloud, Strategy};
 /// use std::time::Duration;
-/// let s = GoogleCloud::new().seed(5).build()?;
+/// let s = Strategy::new(GoogleCloud::new())?.seed(5);
 /// let first = s.iter().next().unwrap();
 /// assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(2));
 /// assert!(s.iter().take(10).all(|d| d <= Duration::from_secs(32)));
@@ -150,16 +145,12 @@ impl Step for Hadoop {
 #[derive(Debug, Clone)]
 pub struct GoogleCloud {
     max_backoff: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl Default for GoogleCloud {
     fn default() -> Self {
         GoogleCloud {
             max_backoff: Duration::from_secs(32),
-            max_attempts: None,
-            seed: None,
         }
     }
 }
@@ -186,11 +177,9 @@ impl GoogleCloud {
         self
     }
 }
-buildable!(GoogleCloud);
-limited!(GoogleCloud, GoogleCloud::new());
 
 impl Step for GoogleCloud {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.max_backoff
     }
     fn delay(
@@ -199,7 +188,7 @@ impl Step for GoogleCloud {
         _: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        within(n, self.max_attempts).then(|| {
+        Some({
             let exp = grown(Duration::from_secs(1), 2.0, n, Duration::MAX);
             exp.saturating_add(between(Duration::ZERO, Duration::from_millis(1000), unit()))
                 .min(self.max_backoff)
@@ -222,9 +211,9 @@ impl Step for GoogleCloud {
 /// max interval 60 s, max elapsed 15 min (`Duration::ZERO`: never stop).
 ///
 /// ```
-/// use keyed_backoff::strategy::Cenkalti;
+/// use keyed_backoff::strategy::{Cenkalti, Strategy};
 /// use std::time::Duration;
-/// let s = Cenkalti::new().seed(3).build()?;
+/// let s = Strategy::new(Cenkalti::new())?.seed(3);
 /// let first = s.iter().next().unwrap();
 /// assert!(first >= Duration::from_millis(250) && first <= Duration::from_millis(750));
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -236,7 +225,6 @@ pub struct Cenkalti {
     multiplier: f64,
     max_interval: Duration,
     max_elapsed: Duration,
-    seed: Option<u64>,
 }
 
 impl Default for Cenkalti {
@@ -247,7 +235,6 @@ impl Default for Cenkalti {
             multiplier: 1.5,
             max_interval: Duration::from_secs(60),
             max_elapsed: Duration::from_secs(15 * 60),
-            seed: None,
         }
     }
 }
@@ -277,8 +264,8 @@ impl Cenkalti {
     /// Randomization factor `r`, in `[0, 1]`. Default 0.5.
     ///
     /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// assert_eq!(Cenkalti::new().randomization(1.5).build().unwrap_err().field(), "randomization");
+    /// use keyed_backoff::strategy::{Cenkalti, Strategy};
+    /// assert_eq!(Strategy::new(Cenkalti::new().randomization(1.5)).unwrap_err().field(), "randomization");
     /// ```
     pub fn randomization(mut self, r: f64) -> Self {
         self.randomization = r;
@@ -350,10 +337,9 @@ impl Cenkalti {
         (interval, elapsed)
     }
 }
-buildable!(Cenkalti);
 
 impl Step for Cenkalti {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         // The first interval may exceed max_interval; draws reach 1 ns past
         // the randomised upper bound.
         mul_f64(

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use super::basic::within;
-use super::{Step, between, buildable, grown, limited, mul_f64};
+use super::{Step, between, grown, mul_f64};
 use crate::ConfigError;
 use crate::duration::saturating_nanos;
 use crate::error::finite_at_least;
@@ -14,69 +13,72 @@ use crate::error::finite_at_least;
 /// Defaults: no attempt limit. The mean of delay `n` is `v/2`.
 ///
 /// ```
-/// use keyed_backoff::strategy::FullJitter;
+/// use keyed_backoff::strategy::{FullJitter, Strategy};
 /// use std::time::Duration;
-/// let s = FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)).seed(1).build()?;
+/// let s = Strategy::new(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)))?.seed(1);
 /// assert!(s.iter().take(20).all(|d| d < Duration::from_secs(2)));
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct FullJitter {
-    base: Duration,
-    cap: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
-}
+pub struct FullJitter(Envelope);
 
 /// AWS "equal jitter": `v/2 + U(0, v/2)` with `v = min(cap, base·2^n)`.
 ///
-/// Defaults: no attempt limit. The mean of delay `n` is `3v/4`.
+/// The mean of delay `n` is `3v/4`.
 ///
 /// ```
-/// use keyed_backoff::strategy::EqualJitter;
+/// use keyed_backoff::strategy::{EqualJitter, Strategy};
 /// use std::time::Duration;
-/// let s = EqualJitter::new(Duration::from_millis(8), Duration::from_secs(2)).seed(1).build()?;
+/// let s = Strategy::new(EqualJitter::new(Duration::from_millis(8), Duration::from_secs(2)))?.seed(1);
 /// let first = s.iter().next().unwrap();
 /// assert!(first >= Duration::from_millis(4) && first < Duration::from_millis(8));
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct EqualJitter {
+pub struct EqualJitter(Envelope);
+
+/// The exponential envelope `min(cap, base·2^n)` both AWS jitters draw under.
+#[derive(Debug, Clone)]
+struct Envelope {
     base: Duration,
     cap: Duration,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
-macro_rules! capped_exponential_jitter {
-    ($t:ident) => {
-        impl $t {
-            /// Exponential envelope `min(cap, base·2^n)`.
-            ///
-            /// ```
-            /// # use keyed_backoff::strategy::*;
-            /// # use std::time::Duration;
-            #[doc = concat!("let _ = ", stringify!($t), "::new(Duration::from_millis(5), Duration::from_secs(2));")]
-            /// ```
-            pub fn new(base: Duration, cap: Duration) -> Self {
-                $t { base, cap, max_attempts: None, seed: None }
-            }
-
-
-            fn envelope(&self, n: u32) -> Option<Duration> {
-                within(n, self.max_attempts).then(|| grown(self.base, 2.0, n, self.cap))
-            }
-        }
-        buildable!($t);
-        limited!($t, $t::new(Duration::from_millis(5), Duration::from_secs(2)));
-    };
+impl Envelope {
+    fn at(&self, n: u32) -> Duration {
+        grown(self.base, 2.0, n, self.cap)
+    }
 }
-capped_exponential_jitter!(FullJitter);
-capped_exponential_jitter!(EqualJitter);
+
+impl FullJitter {
+    /// Full jitter under the envelope `min(cap, base·2^n)`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::FullJitter;
+    /// use std::time::Duration;
+    /// let _ = FullJitter::new(Duration::from_millis(5), Duration::from_secs(2));
+    /// ```
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        FullJitter(Envelope { base, cap })
+    }
+}
+
+impl EqualJitter {
+    /// Equal jitter under the envelope `min(cap, base·2^n)`.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::EqualJitter;
+    /// use std::time::Duration;
+    /// let _ = EqualJitter::new(Duration::from_millis(5), Duration::from_secs(2));
+    /// ```
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        EqualJitter(Envelope { base, cap })
+    }
+}
 
 impl Step for FullJitter {
-    fn cap(&self) -> Duration {
-        self.cap
+    fn max_delay(&self) -> Duration {
+        self.0.cap
     }
     fn delay(
         &self,
@@ -84,13 +86,13 @@ impl Step for FullJitter {
         _: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        self.envelope(n).map(|v| mul_f64(v, unit()))
+        Some(mul_f64(self.0.at(n), unit()))
     }
 }
 
 impl Step for EqualJitter {
-    fn cap(&self) -> Duration {
-        self.cap
+    fn max_delay(&self) -> Duration {
+        self.0.cap
     }
     fn delay(
         &self,
@@ -98,10 +100,9 @@ impl Step for EqualJitter {
         _: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        self.envelope(n).map(|v| {
-            let half = v / 2;
-            half + mul_f64(v - half, unit())
-        })
+        let v = self.0.at(n);
+        let half = v / 2;
+        Some(half + mul_f64(v - half, unit()))
     }
 }
 
@@ -116,9 +117,9 @@ impl Step for EqualJitter {
 /// Defaults: AWS's form (not bounded), no attempt limit.
 ///
 /// ```
-/// use keyed_backoff::strategy::Decorrelated;
+/// use keyed_backoff::strategy::{Decorrelated, Strategy};
 /// use std::time::Duration;
-/// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).seed(4).build()?;
+/// let s = Strategy::new(Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)))?.seed(4);
 /// assert!(s.iter().take(50).all(|d| d >= Duration::from_millis(5) && d <= Duration::from_secs(2)));
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
@@ -127,8 +128,6 @@ pub struct Decorrelated {
     base: Duration,
     cap: Duration,
     bounded: bool,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl Decorrelated {
@@ -144,8 +143,6 @@ impl Decorrelated {
             base,
             cap,
             bounded: false,
-            max_attempts: None,
-            seed: None,
         }
     }
 
@@ -153,9 +150,9 @@ impl Decorrelated {
     /// the draw instead of clipping it.
     ///
     /// ```
-    /// use keyed_backoff::strategy::Decorrelated;
+    /// use keyed_backoff::strategy::{Decorrelated, Strategy};
     /// use std::time::Duration;
-    /// let s = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).bounded().seed(1).build()?;
+    /// let s = Strategy::new(Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2)).bounded())?.seed(1);
     /// assert!(s.iter().take(100).all(|d| d <= Duration::from_secs(2)));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
@@ -164,25 +161,17 @@ impl Decorrelated {
         self
     }
 }
-buildable!(Decorrelated);
-limited!(
-    Decorrelated,
-    Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2))
-);
 
 impl Step for Decorrelated {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         self.cap
     }
     fn delay(
         &self,
-        n: u32,
+        _: u32,
         previous: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        if !within(n, self.max_attempts) {
-            return None;
-        }
         let upper = previous.unwrap_or(self.base).saturating_mul(3);
         Some(if self.bounded {
             between(self.base, upper.min(self.cap), unit()).min(self.cap)
@@ -204,9 +193,9 @@ impl Step for Decorrelated {
 /// finite and `>= 0`.
 ///
 /// ```
-/// use keyed_backoff::strategy::FactorJitter;
+/// use keyed_backoff::strategy::{FactorJitter, Strategy};
 /// use std::time::Duration;
-/// let s = FactorJitter::new(Duration::from_secs(10), Duration::from_secs(300)).build()?;
+/// let s = Strategy::new(FactorJitter::new(Duration::from_secs(10), Duration::from_secs(300)))?;
 /// let secs: Vec<u64> = s.iter().take(7).map(|d| d.as_secs()).collect();
 /// assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -216,8 +205,6 @@ pub struct FactorJitter {
     initial_ns: u64,
     cap_ns: u64,
     factor: f64,
-    max_attempts: Option<u32>,
-    seed: Option<u64>,
 }
 
 impl FactorJitter {
@@ -233,17 +220,15 @@ impl FactorJitter {
             initial_ns: saturating_nanos(initial),
             cap_ns: saturating_nanos(cap),
             factor: 0.0,
-            max_attempts: None,
-            seed: None,
         }
     }
 
     /// Jitter factor (client-go's `maxJitterFactor`). Default 0.
     ///
     /// ```
-    /// use keyed_backoff::strategy::FactorJitter;
+    /// use keyed_backoff::strategy::{FactorJitter, Strategy};
     /// use std::time::Duration;
-    /// assert!(FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).factor(-1.0).build().is_err());
+    /// assert!(Strategy::new(FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).factor(-1.0)).is_err());
     /// ```
     pub fn factor(mut self, factor: f64) -> Self {
         self.factor = factor;
@@ -275,14 +260,9 @@ impl FactorJitter {
             .min(self.cap_ns)
     }
 }
-buildable!(FactorJitter);
-limited!(
-    FactorJitter,
-    FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60))
-);
 
 impl Step for FactorJitter {
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         // The first delay is `initial` plus its jitter, uncapped.
         let first_max = self
             .initial_ns
@@ -291,13 +271,10 @@ impl Step for FactorJitter {
     }
     fn delay(
         &self,
-        n: u32,
+        _: u32,
         previous: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        if !within(n, self.max_attempts) {
-            return None;
-        }
         let ns = match previous {
             None => self.first_ns(unit),
             Some(p) => self.following_ns(saturating_nanos(p), unit),

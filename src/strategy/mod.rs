@@ -28,13 +28,11 @@
 //! | [`Cenkalti`] | `interval·U[1−r, 1+r]`, interval `×1.5` up to 60 s, stop after 15 min | cenkalti/backoff |
 //!
 //! ```
-//! use keyed_backoff::strategy::Exponential;
+//! use keyed_backoff::strategy::{Exponential, Strategy};
 //! use std::time::Duration;
 //!
-//! let s = Exponential::new(Duration::from_millis(100), 2.0)
-//!     .cap(Duration::from_secs(1))
-//!     .max_attempts(6)
-//!     .build()?;
+//! let s = Strategy::new(Exponential::new(Duration::from_millis(100), 2.0)
+//!     .cap(Duration::from_secs(1)))?.max_attempts(6);
 //! let ms: Vec<u128> = s.iter().map(|d| d.as_millis()).collect();
 //! assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
 //! # Ok::<(), keyed_backoff::ConfigError>(())
@@ -98,24 +96,28 @@ pub trait Step: Debug + Send + Sync + 'static {
     }
 
     /// The largest delay this strategy can produce; a retry loop caps a
-    /// server's `retry_after` at it. Default [`Duration::MAX`].
+    /// server's `retry_after` at it, and the keyed manager's default expiry
+    /// is twice it. Default [`Duration::MAX`] (unbounded).
     ///
     /// ```
     /// use keyed_backoff::strategy::{FullJitter, Step};
     /// use std::time::Duration;
-    /// assert_eq!(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)).cap(), Duration::from_secs(2));
+    /// assert_eq!(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)).max_delay(), Duration::from_secs(2));
     /// ```
-    fn cap(&self) -> Duration {
+    fn max_delay(&self) -> Duration {
         Duration::MAX
     }
 }
 
-/// A validated strategy: makes fresh iterators of delays.
+/// A validated strategy: a [`Step`] formula with the two settings every
+/// formula shares, a seed for its random draws and an attempt limit. Makes
+/// fresh iterators of delays, and is itself a [`Step`] (the limit applied),
+/// so it can drive the keyed manager.
 ///
 /// ```
-/// use keyed_backoff::strategy::Constant;
+/// use keyed_backoff::strategy::{Constant, Strategy};
 /// use std::time::Duration;
-/// let s = Constant::new(Duration::from_millis(5)).max_attempts(2).build()?;
+/// let s = Strategy::new(Constant::new(Duration::from_millis(5)))?.max_attempts(2);
 /// assert_eq!(s.iter().count(), 2);
 /// assert_eq!(s.iter().count(), 2); // each iterator starts afresh
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -124,36 +126,71 @@ pub trait Step: Debug + Send + Sync + 'static {
 pub struct Strategy<S> {
     step: S,
     seed: Option<u64>,
+    max_attempts: Option<u32>,
 }
 
 impl<S: Step + Clone> Strategy<S> {
-    /// Validates `step`; draws are seeded with `seed`, or randomly if `None`.
+    /// Validates `step` (see [`Step::validate`]). Defaults: draws seeded
+    /// randomly per iterator, no attempt limit beyond the formula's own.
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{Exponential, Strategy};
+    /// use std::time::Duration;
+    /// let err = Strategy::new(Exponential::new(Duration::from_secs(1), 0.5)).unwrap_err();
+    /// assert_eq!(err.field(), "factor");
+    /// ```
+    pub fn new(step: S) -> Result<Self, ConfigError> {
+        step.validate()?;
+        Ok(Strategy {
+            step,
+            seed: None,
+            max_attempts: None,
+        })
+    }
+
+    /// Seed for the random draws, for reproducible sequences: every
+    /// iterator then gives the same delays. Default: random per iterator.
     ///
     /// ```
     /// use keyed_backoff::strategy::{FullJitter, Strategy};
     /// use std::time::Duration;
-    /// let s = Strategy::new(FullJitter::new(Duration::from_millis(5), Duration::from_secs(2)), Some(1))?;
-    /// assert!(s.iter().next().is_some());
+    /// let s = Strategy::new(FullJitter::new(Duration::from_millis(5), Duration::from_secs(1)))?.seed(9);
+    /// assert_eq!(s.iter().take(5).collect::<Vec<_>>(), s.iter().take(5).collect::<Vec<_>>());
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn new(step: S, seed: Option<u64>) -> Result<Self, ConfigError> {
-        step.validate()?;
-        Ok(Strategy { step, seed })
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Give up after this many delays. Default: only when the formula
+    /// itself gives up (most never do).
+    ///
+    /// ```
+    /// use keyed_backoff::strategy::{Linear, Strategy};
+    /// use std::time::Duration;
+    /// let s = Strategy::new(Linear::new(Duration::from_secs(1), Duration::from_secs(1)))?.max_attempts(3);
+    /// assert_eq!(s.iter().count(), 3);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
     }
 
     /// A fresh iterator of delays.
     ///
     /// ```
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::from_secs(1)).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_secs(1)))?;
     /// assert_eq!(s.iter().take(3).count(), 3);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn iter(&self) -> Delays<S> {
         let rng = SeqDraws::new(self.seed.unwrap_or_else(rand::random));
         Delays {
-            step: self.step.clone(),
+            strategy: self.clone(),
             n: 0,
             previous: None,
             rng,
@@ -163,9 +200,9 @@ impl<S: Step + Clone> Strategy<S> {
     /// The formula itself.
     ///
     /// ```
-    /// use keyed_backoff::strategy::Constant;
+    /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
-    /// let s = Constant::new(Duration::from_secs(1)).build()?;
+    /// let s = Strategy::new(Constant::new(Duration::from_secs(1)))?;
     /// let _step: &Constant = s.step();
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
@@ -173,8 +210,30 @@ impl<S: Step + Clone> Strategy<S> {
         &self.step
     }
 
-    pub(crate) fn into_parts(self) -> (S, Option<u64>) {
-        (self.step, self.seed)
+    /// The seed set with [`seed`](Self::seed), if any.
+    pub(crate) fn seed_value(&self) -> Option<u64> {
+        self.seed
+    }
+}
+
+impl<S: Step + Clone> Step for Strategy<S> {
+    fn delay(
+        &self,
+        n: u32,
+        previous: Option<Duration>,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Option<Duration> {
+        if within(n, self.max_attempts) {
+            self.step.delay(n, previous, unit)
+        } else {
+            None
+        }
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.step.validate()
+    }
+    fn max_delay(&self) -> Duration {
+        self.step.max_delay()
     }
 }
 
@@ -189,26 +248,26 @@ impl<S: Step + Clone> IntoIterator for &Strategy<S> {
 /// An iterator of delays from one strategy; `None` means give up.
 ///
 /// ```
-/// use keyed_backoff::strategy::Ethernet;
+/// use keyed_backoff::strategy::{Ethernet, Strategy};
 /// use std::time::Duration;
-/// let s = Ethernet::new(Duration::from_micros(51)).seed(3).build()?;
+/// let s = Strategy::new(Ethernet::new(Duration::from_micros(51)))?.seed(3);
 /// assert_eq!(s.iter().count(), 15); // 16 attempts: 15 waits, then give up
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Delays<S> {
-    step: S,
+    strategy: Strategy<S>,
     n: u32,
     previous: Option<Duration>,
     rng: SeqDraws,
 }
 
-impl<S: Step> Iterator for Delays<S> {
+impl<S: Step + Clone> Iterator for Delays<S> {
     type Item = Duration;
     fn next(&mut self) -> Option<Duration> {
         let rng = &mut self.rng;
         let d = self
-            .step
+            .strategy
             .delay(self.n, self.previous, &mut || rng.next_unit())?;
         self.n = self.n.saturating_add(1);
         self.previous = Some(d);
@@ -229,6 +288,12 @@ pub(crate) fn grown(base: Duration, factor: f64, n: u32, cap: Duration) -> Durat
     mul_f64(base, factor.powi(exp)).min(cap)
 }
 
+/// Whether delay number `n` (0-based) is allowed under `max_attempts`.
+#[inline]
+pub(crate) fn within(n: u32, max_attempts: Option<u32>) -> bool {
+    max_attempts.is_none_or(|m| n < m)
+}
+
 /// A uniform draw in `[lo, hi)` (or `lo` when `hi <= lo`).
 #[inline]
 pub(crate) fn between(lo: Duration, hi: Duration, u: f64) -> Duration {
@@ -238,65 +303,6 @@ pub(crate) fn between(lo: Duration, hi: Duration, u: f64) -> Duration {
         lo + mul_f64(hi - lo, u)
     }
 }
-
-/// Implements `build()` and `seed()` for a strategy type with a `seed` field.
-macro_rules! buildable {
-    ($t:ty) => {
-        impl $t {
-            /// Seed for the random draws, for reproducible sequences.
-            /// Default: random per iterator.
-            ///
-            /// ```
-            /// # use keyed_backoff::strategy::*;
-            /// # use std::time::Duration;
-            /// // Two iterators from one seeded strategy give the same delays.
-            /// let s = FullJitter::new(Duration::from_millis(5), Duration::from_secs(1)).seed(9).build()?;
-            /// assert_eq!(s.iter().take(5).collect::<Vec<_>>(), s.iter().take(5).collect::<Vec<_>>());
-            /// # Ok::<(), keyed_backoff::ConfigError>(())
-            /// ```
-            pub fn seed(mut self, seed: u64) -> Self {
-                self.seed = Some(seed);
-                self
-            }
-
-            /// Validates the parameters and returns the strategy.
-            ///
-            /// ```
-            /// # use keyed_backoff::strategy::*;
-            /// # use std::time::Duration;
-            /// assert!(Exponential::new(Duration::from_secs(1), 0.5).build().is_err());
-            /// ```
-            pub fn build(self) -> Result<$crate::strategy::Strategy<Self>, $crate::ConfigError> {
-                let seed = self.seed;
-                $crate::strategy::Strategy::new(self, seed)
-            }
-        }
-    };
-}
-pub(crate) use buildable;
-
-/// Implements the `max_attempts` setter for a strategy type with a
-/// `max_attempts: Option<u32>` field; `$example` builds one for the doc test.
-macro_rules! limited {
-    ($t:ty, $example:expr) => {
-        impl $t {
-            /// Give up after this many delays. Default: never.
-            ///
-            /// ```
-            /// # use keyed_backoff::strategy::*;
-            /// # use std::time::Duration;
-            #[doc = concat!("let s = ", stringify!($example), ".max_attempts(3).build()?;")]
-            /// assert_eq!(s.iter().count(), 3);
-            /// # Ok::<(), keyed_backoff::ConfigError>(())
-            /// ```
-            pub fn max_attempts(mut self, n: u32) -> Self {
-                self.max_attempts = Some(n);
-                self
-            }
-        }
-    };
-}
-pub(crate) use limited;
 
 #[cfg(test)]
 mod tests {
