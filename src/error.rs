@@ -91,3 +91,21 @@ pub(crate) fn finite_at_least(
         ))
     }
 }
+
+/// `d` if it is at most [`MAX_BACKOFF`](crate::MAX_BACKOFF) (the largest
+/// backoff an entry holds), else an error naming `field`.
+pub(crate) fn within_max_backoff(
+    field: &'static str,
+    d: std::time::Duration,
+) -> Result<std::time::Duration, ConfigError> {
+    let limit = crate::MAX_BACKOFF;
+    if d <= limit {
+        Ok(d)
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("at most {limit:?} (2^52 - 1 ns, about 52 days)"),
+            format!("{d:?}"),
+        ))
+    }
+}

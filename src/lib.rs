@@ -117,6 +117,9 @@ pub mod clock;
 mod draws;
 mod duration;
 mod error;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod fleet;
 mod keyed;
 pub mod retry;
 pub mod strategy;

@@ -2,38 +2,15 @@
 //! `flowcontrol.Backoff` (tests/data/clientgo, format in its README) and
 //! checks every result exactly.
 
-use std::path::{Path, PathBuf};
+mod clientgo;
+
+use std::path::Path;
 use std::time::Duration;
 
+use clientgo::{int, nanos, traces};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
 use serde_json::Value;
-
-fn traces() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/clientgo");
-    let mut found = Vec::new();
-    for dir in ["generated", "hand", "probes", "extra"] {
-        let entries = std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}: {e}"));
-        for entry in entries {
-            let path = entry.expect("dir entry").path();
-            if path.extension().is_some_and(|x| x == "jsonl") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-fn int(v: &Value, field: &str) -> i64 {
-    v[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("missing integer field {field} in {v}"))
-}
-
-fn nanos(v: &Value, field: &str) -> Duration {
-    Duration::from_nanos(u64::try_from(int(v, field)).expect("non-negative duration"))
-}
 
 /// Builds the manager a trace's config line describes, on a fresh mock clock.
 fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {

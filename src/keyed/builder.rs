@@ -13,7 +13,7 @@ use super::rule::{Formula, Rule};
 use super::store::Store;
 use super::{Backoff, DefaultHashBuilder};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{ConfigError, finite_at_least};
+use crate::error::{ConfigError, finite_at_least, within_max_backoff};
 use crate::strategy::{FactorJitter, Step, Strategy};
 
 /// Builds a [`Backoff`]; made by [`Backoff::builder`] (client-go's rule) or
@@ -520,16 +520,4 @@ fn check_attempt_limit(step: &dyn Step) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
-}
-
-fn within_max_backoff(field: &'static str, d: Duration) -> Result<Duration, ConfigError> {
-    if d <= MAX_BACKOFF {
-        Ok(d)
-    } else {
-        Err(ConfigError::new(
-            field,
-            format!("at most {MAX_BACKOFF:?} (2^52 - 1 ns, about 52 days)"),
-            format!("{d:?}"),
-        ))
-    }
 }
