@@ -48,7 +48,7 @@ impl Gate {
 /// Runs the workers in simulated time; returns the downstream's requests.
 async fn run(gate: &Gate, clock: &MockClock) -> usize {
     let start = clock.now();
-    let mut wake = vec![start; WORKERS];
+    let mut wake = [start; WORKERS];
     let mut requests = 0;
     loop {
         let (worker, at) = wake
