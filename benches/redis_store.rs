@@ -22,10 +22,19 @@ enum Op {
     TryNext,
 }
 
-const OPS: [(Op, &str); 3] = [(Op::Get, "GET"), (Op::Next, "next"), (Op::TryNext, "try_next")];
+const OPS: [(Op, &str); 3] = [
+    (Op::Get, "GET"),
+    (Op::Next, "next"),
+    (Op::TryNext, "try_next"),
+];
 const KEYS: usize = 1_000;
 
-async fn one(store: &RedisBackoff<ConnectionManager>, conn: &mut ConnectionManager, op: Op, i: usize) {
+async fn one(
+    store: &RedisBackoff<ConnectionManager>,
+    conn: &mut ConnectionManager,
+    op: Op,
+    i: usize,
+) {
     let key = format!("k{}", i % KEYS);
     match op {
         Op::Get => {
@@ -90,7 +99,9 @@ fn main() {
         .expect("runtime");
     rt.block_on(async {
         let client = redis::Client::open(url.as_str()).expect("REDIS_URL");
-        let conn = ConnectionManager::new(client).await.expect("a Redis at REDIS_URL");
+        let conn = ConnectionManager::new(client)
+            .await
+            .expect("a Redis at REDIS_URL");
         let store = Arc::new(
             RedisBackoff::builder(Duration::from_millis(1), Duration::from_millis(50))
                 .prefix(format!("bench-{}", std::process::id()))
@@ -109,7 +120,9 @@ fn main() {
                 .await
                 .expect("SET");
         }
-        println!("Redis store against a plain GET on the same connection ({seconds} s per task count)");
+        println!(
+            "Redis store against a plain GET on the same connection ({seconds} s per task count)"
+        );
         println!(
             "{:<6} {:<9} {:>10} {:>9} {:>9} {:>12}",
             "tasks", "op", "ops/s", "p50 µs", "p99 µs", "p50 ÷ GET"

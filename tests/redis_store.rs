@@ -619,3 +619,76 @@ fn bad_settings_are_refused_with_the_field() {
         assert_eq!(field(big.build(conn)), "max");
     });
 }
+
+#[test]
+fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix(prefix("fallback"))
+            .timeout(Duration::from_millis(200))
+            .fallback(Duration::from_millis(300))
+            .build(connect(&server.url).await)
+            .unwrap();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(store.fallback_answers(), 0);
+        server.pause();
+        // Redis does not answer: the local manager does, with a real backoff
+        // (never zero), and keeps answering while the breaker is open.
+        let first = store.next("k", Event::now()).await.unwrap();
+        assert_eq!(
+            first,
+            Duration::from_secs(1),
+            "the local ladder starts afresh"
+        );
+        let started = Instant::now();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "no wait on Redis while open"
+        );
+        assert_eq!(store.fallback_answers(), 2);
+        server.resume();
+        // Once the breaker closes, Redis answers again: its entry moved at
+        // most once while paused (the timed-out script may have run).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let before = store.fallback_answers();
+            let attempts = store.attempts("k").await.unwrap();
+            if store.fallback_answers() == before {
+                assert!((1..=2).contains(&attempts), "{attempts}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "Redis never took over again");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+#[test]
+fn without_a_fallback_a_failure_is_an_error() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let store = store_on(connect(&server.url).await, "closed");
+        store.next("k", Event::now()).await.unwrap();
+        server.pause();
+        let got = store.get("k").await;
+        server.resume();
+        assert!(matches!(got, Err(StoreError::TimedOut { .. })), "{got:?}");
+        assert_eq!(store.fallback_answers(), 0);
+    });
+}

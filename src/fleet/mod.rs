@@ -186,7 +186,8 @@ enum Now {
 /// Builds a [`RedisBackoff`]; made by [`RedisBackoff::builder`].
 ///
 /// Defaults: no jitter, client-go's expiry (`2·max`), a random seed, the
-/// key prefix `keyed-backoff`, a 250 ms timeout per operation, Redis `TIME`.
+/// key prefix `keyed-backoff`, a 250 ms timeout per operation, Redis `TIME`,
+/// no fallback (a failure is an `Err`).
 /// Only fixed expiry windows exist here: a custom expiry function cannot run
 /// inside Redis.
 ///
@@ -210,6 +211,7 @@ pub struct RedisBackoffBuilder {
     prefix: String,
     timeout: Duration,
     now: Now,
+    fallback: Option<Duration>,
 }
 
 impl RedisBackoffBuilder {
@@ -279,6 +281,25 @@ impl RedisBackoffBuilder {
         self
     }
 
+    /// Opt-in fallback while Redis is down: after an operation fails as
+    /// unavailable or timed out, every operation for the next `open_for`
+    /// is answered by an in-process [`Backoff`](crate::Backoff) with the
+    /// same settings (a circuit breaker), then Redis is tried again.
+    /// Answers during that time are this process's alone, not the fleet's;
+    /// [`fallback_answers`](RedisBackoff::fallback_answers) counts them.
+    /// Default: off (fail closed). `open_for` from 1 ms to 1 hour.
+    ///
+    /// ```
+    /// use keyed_backoff::fleet::RedisBackoff;
+    /// use std::time::Duration;
+    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .fallback(Duration::from_secs(5));
+    /// ```
+    pub fn fallback(mut self, open_for: Duration) -> Self {
+        self.fallback = Some(open_for);
+        self
+    }
+
     /// Read now from `clock` instead of Redis `TIME`, in nanoseconds since
     /// the instant the store is built. For tests and replays (a
     /// [`MockClock`](crate::clock::MockClock)): instances built at
@@ -338,6 +359,30 @@ impl RedisBackoffBuilder {
                 format!("{:?}", self.timeout),
             ));
         }
+        let fallback = match self.fallback {
+            None => None,
+            Some(open_for)
+                if (Duration::from_millis(1)..=Duration::from_secs(3600)).contains(&open_for) =>
+            {
+                let local = crate::Backoff::<String>::builder(initial, max)
+                    .jitter(jitter)
+                    .expire_after(window)
+                    .build()?;
+                Some(Arc::new(Fallback {
+                    local,
+                    open_for,
+                    open_until: parking_lot::Mutex::new(None),
+                    answers: std::sync::atomic::AtomicU64::new(0),
+                }))
+            }
+            Some(open_for) => {
+                return Err(ConfigError::new(
+                    "fallback",
+                    "from 1 ms to 1 hour",
+                    format!("{open_for:?}"),
+                ));
+            }
+        };
         // Redis forgets an entry once no operation can find it fresh: after
         // the window, plus `max` for checks whose event time lags behind.
         let mut ttl = window.saturating_add(max);
@@ -355,6 +400,7 @@ impl RedisBackoffBuilder {
             timeout: self.timeout,
             draws: Arc::new(UnitDraws::new(self.seed.unwrap_or_else(rand::random))),
             now: self.now,
+            fallback,
         })
     }
 }
@@ -389,6 +435,58 @@ pub struct RedisBackoff<C> {
     timeout: Duration,
     draws: Arc<UnitDraws>,
     now: Now,
+    fallback: Option<Arc<Fallback>>,
+}
+
+/// The in-process stand-in behind the circuit breaker.
+struct Fallback {
+    local: crate::Backoff<String>,
+    open_for: Duration,
+    /// While set and in the future, Redis is not asked.
+    open_until: parking_lot::Mutex<Option<std::time::Instant>>,
+    answers: std::sync::atomic::AtomicU64,
+}
+
+impl Fallback {
+    fn is_open(&self) -> bool {
+        self.open_until
+            .lock()
+            .is_some_and(|until| std::time::Instant::now() < until)
+    }
+
+    fn trip(&self) {
+        *self.open_until.lock() = Some(std::time::Instant::now() + self.open_for);
+    }
+
+    /// `op` answered by the local manager; the event's age is measured back
+    /// from this process's now.
+    fn answer(&self, op: &str, key: &str, event: Event) -> Reply {
+        use std::sync::atomic::Ordering;
+        self.answers.fetch_add(1, Ordering::Relaxed);
+        let now = std::time::Instant::now();
+        let at = now.offset_by_nanos(event.age_ns.saturating_neg());
+        let b = &self.local;
+        let flag = |x: bool| Reply::Number(u64::from(x));
+        let advanced = |d: Duration| Reply::Advanced {
+            backoff_ns: saturating_nanos(d),
+        };
+        match op {
+            "next" => advanced(b.next(key, at)),
+            "gate" => match b.try_next(key, at) {
+                Ok(d) => advanced(d),
+                Err(w) => Reply::Refused {
+                    remaining_ns: saturating_nanos(w.remaining),
+                },
+            },
+            "get" => Reply::Number(saturating_nanos(b.get(key))),
+            "attempts" => Reply::Number(u64::from(b.attempts(key))),
+            "remaining" => Reply::Number(b.remaining(key, at).map_or(0, saturating_nanos)),
+            "since" => flag(b.is_in_backoff_since(key, at)),
+            "since_update" => flag(b.is_in_backoff_since_update(key, at)),
+            "reset" => flag(b.reset(key)),
+            _ => flag(false), // collect: the local manager has its own GC
+        }
+    }
 }
 
 impl<C> fmt::Debug for RedisBackoff<C> {
@@ -429,6 +527,7 @@ impl RedisBackoff<()> {
             prefix: "keyed-backoff".to_string(),
             timeout: Duration::from_millis(250),
             now: Now::Redis,
+            fallback: None,
         }
     }
 }
@@ -655,8 +754,49 @@ where
         }
     }
 
-    /// One script call, bounded by the timeout.
+    /// How many answers came from the in-process fallback (see
+    /// [`RedisBackoffBuilder::fallback`]); always 0 without one.
+    ///
+    /// ```no_run
+    /// # use keyed_backoff::fleet::RedisBackoff;
+    /// # fn f(b: RedisBackoff<redis::aio::ConnectionManager>) {
+    /// if b.fallback_answers() > 0 {
+    ///     eprintln!("Redis was down; some backoffs were this process's alone");
+    /// }
+    /// # }
+    /// ```
+    pub fn fallback_answers(&self) -> u64 {
+        self.fallback
+            .as_ref()
+            .map_or(0, |f| f.answers.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// One operation: from Redis, or from the fallback while its breaker
+    /// is open or when Redis cannot be reached.
     async fn run(
+        &self,
+        op: &'static str,
+        key: &str,
+        event: Event,
+        id: Option<OpId>,
+    ) -> Result<Reply, StoreError> {
+        let Some(fallback) = &self.fallback else {
+            return self.run_script(op, key, event, id).await;
+        };
+        if fallback.is_open() {
+            return Ok(fallback.answer(op, key, event));
+        }
+        match self.run_script(op, key, event, id).await {
+            Err(StoreError::Unavailable { .. } | StoreError::TimedOut { .. }) => {
+                fallback.trip();
+                Ok(fallback.answer(op, key, event))
+            }
+            other => other,
+        }
+    }
+
+    /// One script call, bounded by the timeout.
+    async fn run_script(
         &self,
         op: &'static str,
         key: &str,
