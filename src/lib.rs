@@ -81,9 +81,10 @@
 //! - [`strategy`]: the delay formulas users compare (constant, linear,
 //!   exponential, AWS full / equal / decorrelated jitter, client-go's,
 //!   apimachinery's `wait.Backoff`, Ethernet, Hadoop, Google Cloud,
-//!   cenkalti), as validated builders of `Duration` iterators; any of them
+//!   cenkalti), formulas that `strategy::Strategy` validates into `Duration`
+//!   iterators (with a seed and an attempt limit); any of them
 //!   can replace client-go's rule in the keyed manager
-//!   ([`BackoffBuilder::strategy`]).
+//!   ([`Backoff::with_strategy`]).
 //! - [`retry`]: blocking and async retry loops with max attempts, max
 //!   elapsed time on any clock, permanent errors and `Retry-After`.
 //! - [`budget`]: retry budgets (gRPC's token bucket, a TPS budget, the SRE

@@ -12,7 +12,7 @@
 //! - **One clock.** By default the script reads Redis `TIME`, so replicas
 //!   on different machines agree; event times travel as an [`Event`] (how
 //!   long ago, on the caller's own monotonic clock). A caller's
-//!   [`Clock`](crate::clock::Clock) can replace it, which is how the tests
+//!   `Clock` can replace it, which is how the tests
 //!   replay client-go's traces against Redis under a mock clock.
 //! - **Jitter is drawn here**, in the client, and passed to the script, so
 //!   `.seed(n)` keeps runs reproducible.
@@ -241,7 +241,7 @@ impl RedisBackoffBuilder {
     }
 
     /// Expiry after a fixed window: an entry untouched for longer starts
-    /// over. Default `2·max`. At most [`MAX_BACKOFF`].
+    /// over. Default `2·max`. At most [`MAX_BACKOFF`](crate::MAX_BACKOFF).
     ///
     /// ```
     /// use keyed_backoff::fleet::RedisBackoff;
@@ -322,7 +322,7 @@ impl RedisBackoffBuilder {
     /// [`redis::aio::ConnectionManager`] (which reconnects by itself), a
     /// cluster connection, or any other async connection.
     ///
-    /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`];
+    /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`](crate::MAX_BACKOFF);
     /// `jitter` NaN, infinite or negative; an empty `prefix`; a `timeout`
     /// outside 1 ms ..= 1 h.
     ///

@@ -5,7 +5,7 @@
 //! already produced (0 for the first), the previous delay and a source of
 //! uniform draws in `[0, 1)`, it returns the next delay or `None` to give up.
 //! The same `Step` drives [`Delays`] (an iterator, for retry loops) and the
-//! keyed manager ([`BackoffBuilder::strategy`](crate::BackoffBuilder::strategy)).
+//! keyed manager ([`Backoff::with_strategy`](crate::Backoff::with_strategy)).
 //!
 //! Each strategy type is its own builder: construct it with its required
 //! values, chain setters (every default is written in the setter's doc), and
