@@ -352,18 +352,11 @@ impl RedisBackoffBuilder {
         if self.prefix.is_empty() {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
-        if !(Duration::from_millis(1)..=Duration::from_secs(3600)).contains(&self.timeout) {
-            return Err(ConfigError::new(
-                "timeout",
-                "from 1 ms to 1 hour",
-                format!("{:?}", self.timeout),
-            ));
-        }
+        let timeout = millisecond_to_hour("timeout", self.timeout)?;
         let fallback = match self.fallback {
             None => None,
-            Some(open_for)
-                if (Duration::from_millis(1)..=Duration::from_secs(3600)).contains(&open_for) =>
-            {
+            Some(open_for) => {
+                let open_for = millisecond_to_hour("fallback", open_for)?;
                 let local = crate::Backoff::<String>::builder(initial, max)
                     .jitter(jitter)
                     .expire_after(window)
@@ -374,13 +367,6 @@ impl RedisBackoffBuilder {
                     open_until: parking_lot::Mutex::new(None),
                     answers: std::sync::atomic::AtomicU64::new(0),
                 }))
-            }
-            Some(open_for) => {
-                return Err(ConfigError::new(
-                    "fallback",
-                    "from 1 ms to 1 hour",
-                    format!("{open_for:?}"),
-                ));
             }
         };
         // Redis forgets an entry once no operation can find it fresh: after
@@ -397,11 +383,24 @@ impl RedisBackoffBuilder {
             jitter,
             window_ns: saturating_nanos(window),
             ttl_ms: ttl.as_millis().max(1),
-            timeout: self.timeout,
+            timeout,
             draws: Arc::new(UnitDraws::new(self.seed.unwrap_or_else(rand::random))),
             now: self.now,
             fallback,
         })
+    }
+}
+
+/// `d` if it lies in 1 ms ..= 1 h, else an error naming `field`.
+fn millisecond_to_hour(field: &'static str, d: Duration) -> Result<Duration, ConfigError> {
+    if (Duration::from_millis(1)..=Duration::from_secs(3600)).contains(&d) {
+        Ok(d)
+    } else {
+        Err(ConfigError::new(
+            field,
+            "from 1 ms to 1 hour",
+            format!("{d:?}"),
+        ))
     }
 }
 
