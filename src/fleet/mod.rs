@@ -170,7 +170,7 @@ impl OpId {
     /// ```
     #[allow(clippy::new_without_default)] // a default id would not be fresh
     pub fn new() -> Self {
-        OpId(rand::random::<u64>() | 1)
+        OpId(rand::random())
     }
 }
 
@@ -459,7 +459,7 @@ impl Fallback {
 
     /// `op` answered by the local manager; the event's age is measured back
     /// from this process's now.
-    fn answer(&self, op: &str, key: &str, event: Event) -> Reply {
+    fn answer(&self, op: Op, key: &str, event: Event) -> Reply {
         use std::sync::atomic::Ordering;
         self.answers.fetch_add(1, Ordering::Relaxed);
         let now = std::time::Instant::now();
@@ -470,20 +470,20 @@ impl Fallback {
             backoff_ns: saturating_nanos(d),
         };
         match op {
-            "next" => advanced(b.next(key, at)),
-            "gate" => match b.try_next(key, at) {
+            Op::Next => advanced(b.next(key, at)),
+            Op::Gate => match b.try_next(key, at) {
                 Ok(d) => advanced(d),
                 Err(w) => Reply::Refused {
                     remaining_ns: saturating_nanos(w.remaining),
                 },
             },
-            "get" => Reply::Number(saturating_nanos(b.get(key))),
-            "attempts" => Reply::Number(u64::from(b.attempts(key))),
-            "remaining" => Reply::Number(b.remaining(key, at).map_or(0, saturating_nanos)),
-            "since" => flag(b.is_in_backoff_since(key, at)),
-            "since_update" => flag(b.is_in_backoff_since_update(key, at)),
-            "reset" => flag(b.reset(key)),
-            _ => flag(false), // collect: the local manager has its own GC
+            Op::Get => Reply::Number(saturating_nanos(b.get(key))),
+            Op::Attempts => Reply::Number(u64::from(b.attempts(key))),
+            Op::Remaining => Reply::Number(b.remaining(key, at).map_or(0, saturating_nanos)),
+            Op::Since => flag(b.is_in_backoff_since(key, at)),
+            Op::SinceUpdate => flag(b.is_in_backoff_since_update(key, at)),
+            Op::Reset => flag(b.reset(key)),
+            Op::Collect => flag(false), // the local manager has its own GC
         }
     }
 }
@@ -498,6 +498,41 @@ impl<C> fmt::Debug for RedisBackoff<C> {
             .field("expire_after", &Duration::from_nanos(self.window_ns))
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
+    }
+}
+
+/// The script's operations (its first argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Next,
+    Gate,
+    Get,
+    Attempts,
+    Remaining,
+    Since,
+    SinceUpdate,
+    Reset,
+    Collect,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Next => "next",
+            Op::Gate => "gate",
+            Op::Get => "get",
+            Op::Attempts => "attempts",
+            Op::Remaining => "remaining",
+            Op::Since => "since",
+            Op::SinceUpdate => "since_update",
+            Op::Reset => "reset",
+            Op::Collect => "collect",
+        }
+    }
+
+    /// Whether the operation may advance an entry (and so needs a draw).
+    fn advances(self) -> bool {
+        matches!(self, Op::Next | Op::Gate)
     }
 }
 
@@ -576,7 +611,7 @@ where
         event: Event,
         id: OpId,
     ) -> Result<Duration, StoreError> {
-        match self.run("next", key, event, Some(id)).await? {
+        match self.run(Op::Next, key, event, Some(id)).await? {
             Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
@@ -602,7 +637,7 @@ where
         event: Event,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
         Ok(
-            match self.run("gate", key, event, Some(OpId::new())).await? {
+            match self.run(Op::Gate, key, event, Some(OpId::new())).await? {
                 Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
                 Reply::Refused { remaining_ns } => Err(InBackoff {
                     remaining: Duration::from_nanos(remaining_ns),
@@ -624,7 +659,7 @@ where
     /// # }
     /// ```
     pub async fn get(&self, key: &str) -> Result<Duration, StoreError> {
-        self.number("get", key, Event::now())
+        self.number(Op::Get, key, Event::now())
             .await
             .map(Duration::from_nanos)
     }
@@ -640,7 +675,7 @@ where
     /// # }
     /// ```
     pub async fn attempts(&self, key: &str) -> Result<u32, StoreError> {
-        let n = self.number("attempts", key, Event::now()).await?;
+        let n = self.number(Op::Attempts, key, Event::now()).await?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
@@ -657,7 +692,7 @@ where
     /// # }
     /// ```
     pub async fn remaining(&self, key: &str, event: Event) -> Result<Option<Duration>, StoreError> {
-        let ns = self.number("remaining", key, event).await?;
+        let ns = self.number(Op::Remaining, key, event).await?;
         Ok((ns > 0).then(|| Duration::from_nanos(ns)))
     }
 
@@ -675,7 +710,7 @@ where
     /// # }
     /// ```
     pub async fn is_in_backoff_since(&self, key: &str, event: Event) -> Result<bool, StoreError> {
-        self.number("since", key, event).await.map(|n| n == 1)
+        self.number(Op::Since, key, event).await.map(|n| n == 1)
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event` falls less
@@ -693,7 +728,7 @@ where
         key: &str,
         event: Event,
     ) -> Result<bool, StoreError> {
-        self.number("since_update", key, event)
+        self.number(Op::SinceUpdate, key, event)
             .await
             .map(|n| n == 1)
     }
@@ -708,7 +743,7 @@ where
     /// # }
     /// ```
     pub async fn reset(&self, key: &str) -> Result<bool, StoreError> {
-        self.number("reset", key, Event::now())
+        self.number(Op::Reset, key, Event::now())
             .await
             .map(|n| n == 1)
     }
@@ -726,7 +761,7 @@ where
     /// # }
     /// ```
     pub async fn collect(&self, key: &str) -> Result<bool, StoreError> {
-        self.number("collect", key, Event::now())
+        self.number(Op::Collect, key, Event::now())
             .await
             .map(|n| n == 1)
     }
@@ -746,7 +781,7 @@ where
         format!("{}:{key}", self.prefix)
     }
 
-    async fn number(&self, op: &'static str, key: &str, event: Event) -> Result<u64, StoreError> {
+    async fn number(&self, op: Op, key: &str, event: Event) -> Result<u64, StoreError> {
         match self.run(op, key, event, None).await? {
             Reply::Number(n) => Ok(n),
             _ => Err(StoreError::unexpected(key, "an entry instead of a number")),
@@ -774,7 +809,7 @@ where
     /// is open or when Redis cannot be reached.
     async fn run(
         &self,
-        op: &'static str,
+        op: Op,
         key: &str,
         event: Event,
         id: Option<OpId>,
@@ -797,7 +832,7 @@ where
     /// One script call, bounded by the timeout.
     async fn run_script(
         &self,
-        op: &'static str,
+        op: Op,
         key: &str,
         event: Event,
         id: Option<OpId>,
@@ -806,7 +841,7 @@ where
             Now::Redis => (String::new(), 1_000u32),
             Now::Caller(now) => (now().to_string(), 1),
         };
-        let draw = if self.jitter == 0.0 || !matches!(op, "next" | "gate") {
+        let draw = if self.jitter == 0.0 || !op.advances() {
             0.0
         } else {
             self.draws.next_unit()
@@ -814,7 +849,7 @@ where
         let mut invocation = SCRIPT.prepare_invoke();
         invocation
             .key(self.redis_key(key))
-            .arg(op)
+            .arg(op.name())
             .arg(now)
             .arg(unit)
             .arg(event.age_ns)

@@ -8,8 +8,6 @@ use crate::error::finite_at_least;
 
 /// The same delay every time: `d`.
 ///
-/// Defaults: no attempt limit.
-///
 /// ```
 /// use keyed_backoff::strategy::{Constant, Strategy};
 /// use std::time::Duration;
@@ -45,7 +43,7 @@ impl Step for Constant {
 
 /// Grows by a fixed step: `min(cap, initial + n·step)`.
 ///
-/// Defaults: no cap, no attempt limit.
+/// Defaults: no cap.
 ///
 /// ```
 /// use keyed_backoff::strategy::{Linear, Strategy};
@@ -106,7 +104,7 @@ impl Step for Linear {
 
 /// Multiplies by a factor: `min(cap, base·factor^n)`.
 ///
-/// Defaults: no cap, no attempt limit. `factor` must be finite and `>= 1`.
+/// Defaults: no cap. `factor` must be finite and `>= 1`.
 ///
 /// ```
 /// use keyed_backoff::strategy::{Exponential, Strategy};

@@ -131,7 +131,7 @@ impl Step for Hadoop {
 /// Google Cloud's truncated exponential backoff: retry `n` (0-based) waits
 /// `min(max_backoff, 2^n s + U[0, 1000 ms])`.
 ///
-/// Defaults: `max_backoff` 32 s, no attempt limit.
+/// Defaults: `max_backoff` 32 s.
 ///
 /// ```
 /// use keyed_backoff::strategy::{GoogleCloud, Strategy};

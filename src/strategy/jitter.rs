@@ -10,7 +10,7 @@ use crate::error::finite_at_least;
 
 /// AWS "full jitter": `U(0, v)` with `v = min(cap, base·2^n)`.
 ///
-/// Defaults: no attempt limit. The mean of delay `n` is `v/2`.
+/// The mean of delay `n` is `v/2`.
 ///
 /// ```
 /// use keyed_backoff::strategy::{FullJitter, Strategy};
@@ -114,7 +114,7 @@ impl Step for EqualJitter {
 /// clipped). [`Decorrelated::bounded`] draws `U(base, min(cap, 3·sleep))`
 /// instead and has no such spike.
 ///
-/// Defaults: AWS's form (not bounded), no attempt limit.
+/// Defaults: AWS's form (not bounded).
 ///
 /// ```
 /// use keyed_backoff::strategy::{Decorrelated, Strategy};
@@ -189,7 +189,7 @@ impl Step for Decorrelated {
 ///
 /// This is the keyed manager's default rule.
 ///
-/// Defaults: factor 0 (no jitter), no attempt limit. `factor` must be
+/// Defaults: factor 0 (no jitter). `factor` must be
 /// finite and `>= 0`.
 ///
 /// ```

@@ -7,9 +7,10 @@
 //! The same `Step` drives [`Delays`] (an iterator, for retry loops) and the
 //! keyed manager ([`Backoff::with_strategy`](crate::Backoff::with_strategy)).
 //!
-//! Each strategy type is its own builder: construct it with its required
-//! values, chain setters (every default is written in the setter's doc), and
-//! call `build()` to validate it into a [`Strategy`], which makes iterators.
+//! Each strategy type holds only its formula: construct it with its required
+//! values and chain setters (every default is written in the setter's doc).
+//! [`Strategy::new`] validates it into a [`Strategy`], which adds a seed and
+//! an attempt limit and makes iterators.
 //!
 //! | strategy | delay `n` (0-based), `v = min(cap, base·2^n)` | source |
 //! |---|---|---|
@@ -31,8 +32,8 @@
 //! use keyed_backoff::strategy::{Exponential, Strategy};
 //! use std::time::Duration;
 //!
-//! let s = Strategy::new(Exponential::new(Duration::from_millis(100), 2.0)
-//!     .cap(Duration::from_secs(1)))?.max_attempts(6);
+//! let exponential = Exponential::new(Duration::from_millis(100), 2.0).cap(Duration::from_secs(1));
+//! let s = Strategy::new(exponential)?.max_attempts(6);
 //! let ms: Vec<u128> = s.iter().map(|d| d.as_millis()).collect();
 //! assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
 //! # Ok::<(), keyed_backoff::ConfigError>(())
@@ -83,7 +84,7 @@ pub trait Step: Debug + Send + Sync + 'static {
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration>;
 
-    /// Checks every parameter; `build()` calls it. Default: nothing to
+    /// Checks every parameter; [`Strategy::new`] calls it. Default: nothing to
     /// check (for strategies whose parameters are all durations and counts).
     ///
     /// ```
