@@ -1,0 +1,654 @@
+//! Per-object exponential backoff for [kube-runtime] controllers.
+//!
+//! kube-runtime's `error_policy` is synchronous, is not told how many times
+//! an object has failed, and never hears about successes; its scheduler also
+//! lets a watch event cut an error requeue short. [`ObjectBackoff`] keeps one
+//! [`keyed_backoff::Backoff`] entry per [`ObjectRef`] and plugs into
+//! [`Controller::run`](kube::runtime::Controller::run) with two calls:
+//!
+//! - [`ObjectBackoff::error_policy`] requeues a failed object after its next
+//!   backoff (doubling up to the cap), and refuses to count a failure that
+//!   comes early (a watch event during backoff) as a new one: such a run is
+//!   requeued at the wait that was left.
+//! - [`ObjectBackoff::reconciler`] wraps the reconcile function: a success
+//!   resets the object's backoff, and (opt-in,
+//!   [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff))
+//!   a run triggered while the object is still in backoff skips the body and
+//!   requeues at the wait left.
+//!
+//! Time is [`TokioClock`], so tokio's paused time drives the backoff in tests
+//! exactly as it drives the controller's scheduler.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use keyed_backoff_kube::ObjectBackoff;
+//! use kube::runtime::controller::{Action, Controller};
+//! use kube::runtime::watcher;
+//! use kube::{Api, Client};
+//! use futures::StreamExt;
+//!
+//! #[derive(Debug)]
+//! struct Error;
+//! impl std::fmt::Display for Error {
+//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+//!         f.write_str("reconcile failed")
+//!     }
+//! }
+//! impl std::error::Error for Error {}
+//!
+//! async fn reconcile(cm: Arc<ConfigMap>, _ctx: Arc<()>) -> Result<Action, Error> {
+//!     # let _ = cm;
+//!     Ok(Action::await_change())
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::try_default().await?;
+//! let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+//! Controller::new(Api::<ConfigMap>::all(client), watcher::Config::default())
+//!     .run(backoff.reconciler(reconcile), backoff.error_policy(), Arc::new(()))
+//!     .for_each(|_| async {})
+//!     .await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [kube-runtime]: https://docs.rs/kube-runtime
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use keyed_backoff::clock::{Clock, TokioClock};
+use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+
+pub use keyed_backoff;
+
+/// The manager type behind an [`ObjectBackoff`]: one entry per object, on
+/// tokio's clock.
+pub type ObjectManager<K> = Backoff<ObjectRef<K>, TokioClock>;
+
+/// One exponential backoff per Kubernetes object, for a kube-runtime
+/// `Controller`. Cheap to clone (clones share the state), so it can live in
+/// the controller's context as well as in the closures given to
+/// [`Controller::run`](kube::runtime::Controller::run).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use keyed_backoff_kube::ObjectBackoff;
+/// use std::time::Duration;
+/// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+/// assert_eq!(backoff.manager().max(), Duration::from_secs(300));
+/// ```
+pub struct ObjectBackoff<K: Lookup> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K: Lookup> {
+    manager: Arc<ObjectManager<K>>,
+    dyntype: K::DynamicType,
+    skip_while_in_backoff: bool,
+    failures: AtomicU64,
+    refusals: AtomicU64,
+    successes: AtomicU64,
+    skips: AtomicU64,
+}
+
+impl<K: Lookup> Clone for ObjectBackoff<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K> fmt::Debug for ObjectBackoff<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+    ObjectManager<K>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectBackoff")
+            .field("manager", &self.shared.manager)
+            .field("skip_while_in_backoff", &self.shared.skip_while_in_backoff)
+            .field("counters", &self.counters())
+            .finish()
+    }
+}
+
+/// Totals since the [`ObjectBackoff`] was built, for metrics.
+///
+/// ```
+/// use keyed_backoff_kube::Counters;
+/// let c = Counters::default();
+/// assert_eq!(c.failures + c.refusals + c.successes + c.skips, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Failures that advanced an object's backoff.
+    pub failures: u64,
+    /// Failures that came while the object was still in backoff (an early
+    /// run, such as one a watch event triggered): requeued at the wait left,
+    /// not counted as a new failure.
+    pub refusals: u64,
+    /// Successful reconciles (each resets the object's backoff).
+    pub successes: u64,
+    /// Runs whose body was skipped because the object was still in backoff
+    /// (only with [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff)).
+    pub skips: u64,
+}
+
+impl<K> ObjectBackoff<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    /// The kubelet's CrashLoopBackOff: 10 s doubling to 300 s, forgotten
+    /// after 600 s without a failure (twice the cap, client-go's rule).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(b.on_error(&cm), Action::requeue(Duration::from_secs(10)));
+    /// assert_eq!(b.manager().max(), Duration::from_secs(300));
+    /// # }
+    /// ```
+    pub fn kubelet() -> Self {
+        Self::builder(Duration::from_secs(10), Duration::from_secs(300))
+            .build()
+            .expect("the kubelet's settings are valid")
+    }
+
+    /// client-go workqueue's per-item exponential rate limiter, the default
+    /// of Go controllers: 5 ms doubling to 1000 s. The workqueue forgets an
+    /// item only when told of a success; here a success resets it too, and an
+    /// object that has not failed for 2000 s (twice the cap) starts over.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::workqueue();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(b.on_error(&cm), Action::requeue(Duration::from_millis(5)));
+    /// assert_eq!(b.manager().max(), Duration::from_secs(1000));
+    /// # }
+    /// ```
+    pub fn workqueue() -> Self {
+        Self::builder(Duration::from_millis(5), Duration::from_secs(1000))
+            .build()
+            .expect("the workqueue's settings are valid")
+    }
+
+    /// A builder: backoff starts at `initial` and doubles up to `max`.
+    /// [`build`](ObjectBackoffBuilder::build) checks the values.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .reset_after(Duration::from_secs(600))
+    ///     .skip_while_in_backoff(true)
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn builder(initial: Duration, max: Duration) -> ObjectBackoffBuilder<K> {
+        ObjectBackoffBuilder::new_with(initial, max, K::DynamicType::default())
+    }
+}
+
+impl<K> ObjectBackoff<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    fn key(&self, obj: &K) -> ObjectRef<K> {
+        obj.to_object_ref(self.shared.dyntype.clone())
+    }
+
+    /// Records a failed reconcile of `obj` and says when to run it again.
+    ///
+    /// If the object is out of backoff, its backoff advances (the first
+    /// failure gets the initial delay, each next one twice the last, up to
+    /// the cap) and the object is requeued after it. If it is still in
+    /// backoff (the run came early, typically from a watch event), the
+    /// failure is not counted and the object is requeued at the wait left.
+    /// Use it in a hand-written error policy; [`error_policy`](Self::error_policy)
+    /// is exactly this.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(10)));
+    /// tokio::time::advance(Duration::from_secs(4)).await;
+    /// // Early: not a new failure.
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(6)));
+    /// tokio::time::advance(Duration::from_secs(6)).await;
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(20)));
+    /// # }
+    /// ```
+    pub fn on_error(&self, obj: &K) -> Action {
+        match self.shared.manager.try_next_now(&self.key(obj)) {
+            Ok(delay) => {
+                self.shared.failures.fetch_add(1, Ordering::Relaxed);
+                Action::requeue(delay)
+            }
+            Err(InBackoff { remaining }) => {
+                self.shared.refusals.fetch_add(1, Ordering::Relaxed);
+                Action::requeue(remaining)
+            }
+        }
+    }
+
+    /// Records a successful reconcile of `obj`: its backoff is forgotten, so
+    /// its next failure starts again at the initial delay.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// assert_eq!(backoff.attempts(&cm), 1);
+    /// backoff.on_success(&cm);
+    /// assert_eq!(backoff.attempts(&cm), 0);
+    /// # }
+    /// ```
+    pub fn on_success(&self, obj: &K) {
+        self.shared.successes.fetch_add(1, Ordering::Relaxed);
+        self.shared.manager.reset(&self.key(obj));
+    }
+
+    /// The wait left before `obj`'s backoff window ends, or `None` when it
+    /// is not in backoff.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.remaining(&cm), None);
+    /// backoff.on_error(&cm);
+    /// assert_eq!(backoff.remaining(&cm), Some(Duration::from_secs(10)));
+    /// # }
+    /// ```
+    pub fn remaining(&self, obj: &K) -> Option<Duration> {
+        let manager = &self.shared.manager;
+        manager.remaining(&self.key(obj), manager.clock().now())
+    }
+
+    /// How many failures `obj` has had since its backoff was last reset
+    /// (0 if none): a per-object gauge for metrics.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.attempts(&cm), 0);
+    /// # }
+    /// ```
+    pub fn attempts(&self, obj: &K) -> u32 {
+        self.shared.manager.attempts(&self.key(obj))
+    }
+
+    /// The totals so far: failures counted, early failures refused,
+    /// successes, skipped runs.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// backoff.on_error(&cm);
+    /// let c = backoff.counters();
+    /// assert_eq!((c.failures, c.refusals), (1, 1));
+    /// # }
+    /// ```
+    pub fn counters(&self) -> Counters {
+        let s = &self.shared;
+        Counters {
+            failures: s.failures.load(Ordering::Relaxed),
+            refusals: s.refusals.load(Ordering::Relaxed),
+            successes: s.successes.load(Ordering::Relaxed),
+            skips: s.skips.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The underlying keyed manager, for what this type does not wrap:
+    /// [`stats`](Backoff::stats), [`snapshot`](Backoff::snapshot),
+    /// [`entries`](Backoff::entries).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// assert!(backoff.manager().is_empty());
+    /// ```
+    pub fn manager(&self) -> &ObjectManager<K> {
+        &self.shared.manager
+    }
+
+    /// Removes forgotten entries every `interval` from a tokio task, on
+    /// tokio's clock, until the guard is dropped. Must be called inside a
+    /// tokio runtime; `interval` must be greater than zero.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let _gc = backoff.spawn_gc(Duration::from_secs(60))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn spawn_gc(&self, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
+        self.shared.manager.spawn_gc_task(interval)
+    }
+
+    /// An error policy for [`Controller::run`](kube::runtime::Controller::run):
+    /// [`on_error`](Self::on_error) for the failed object, whatever the
+    /// error and the context.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let policy = backoff.error_policy::<std::io::Error, ()>();
+    /// let err = std::io::Error::other("boom");
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// let action = policy(Arc::new(cm), &err, Arc::new(()));
+    /// assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    /// # }
+    /// ```
+    pub fn error_policy<E, Ctx>(&self) -> impl Fn(Arc<K>, &E, Arc<Ctx>) -> Action + use<K, E, Ctx> {
+        let this = self.clone();
+        move |obj, _err, _ctx| this.on_error(&obj)
+    }
+
+    /// Wraps a reconcile function for [`Controller::run`](kube::runtime::Controller::run):
+    /// a success resets the object's backoff; with
+    /// [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff),
+    /// a run while the object is still in backoff does not call `reconcile`
+    /// and requeues at the wait left.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::sync::Arc;
+    /// async fn reconcile(_: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, std::io::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// assert_eq!(backoff.attempts(&cm), 1);
+    /// let mut wrapped = backoff.reconciler(reconcile);
+    /// wrapped(Arc::new(cm.clone()), Arc::new(())).await.unwrap();
+    /// assert_eq!(backoff.attempts(&cm), 0);
+    /// # }
+    /// ```
+    pub fn reconciler<Ctx, E, F, Fut>(
+        &self,
+        mut reconcile: F,
+    ) -> impl FnMut(Arc<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + use<K, Ctx, E, F, Fut>
+    where
+        F: FnMut(Arc<K>, Arc<Ctx>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Send + 'static,
+        Ctx: 'static,
+    {
+        let this = self.clone();
+        move |obj, ctx| {
+            if this.shared.skip_while_in_backoff
+                && let Some(wait) = this.remaining(&obj)
+            {
+                this.shared.skips.fetch_add(1, Ordering::Relaxed);
+                return futures::future::ready(Ok(Action::requeue(wait))).boxed();
+            }
+            let run = reconcile(Arc::clone(&obj), ctx);
+            let this = this.clone();
+            async move {
+                let outcome = run.await;
+                if outcome.is_ok() {
+                    this.on_success(&obj);
+                }
+                outcome
+            }
+            .boxed()
+        }
+    }
+}
+
+/// Builds an [`ObjectBackoff`]; from [`ObjectBackoff::builder`].
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use keyed_backoff_kube::ObjectBackoff;
+/// use std::time::Duration;
+/// let err = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+///     .jitter(-1.0)
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.field(), "jitter");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ObjectBackoffBuilder<K: Lookup> {
+    initial: Duration,
+    max: Duration,
+    dyntype: K::DynamicType,
+    reset_after: Option<Duration>,
+    jitter: Option<f64>,
+    skip_while_in_backoff: bool,
+}
+
+impl<K> ObjectBackoffBuilder<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    /// A builder for a resource whose type is known only at runtime (such as
+    /// `kube::api::DynamicObject` with its `ApiResource`).
+    ///
+    /// ```
+    /// use keyed_backoff_kube::ObjectBackoffBuilder;
+    /// use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    /// use std::time::Duration;
+    /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    /// let b = ObjectBackoffBuilder::<DynamicObject>::new_with(
+    ///     Duration::from_secs(1),
+    ///     Duration::from_secs(60),
+    ///     ApiResource::from_gvk(&gvk),
+    /// )
+    /// .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn new_with(initial: Duration, max: Duration, dyntype: K::DynamicType) -> Self {
+        Self {
+            initial,
+            max,
+            dyntype,
+            reset_after: None,
+            jitter: None,
+            skip_while_in_backoff: false,
+        }
+    }
+
+    /// Forget an object's backoff once this long has passed since its last
+    /// failure. Default: twice `max`, client-go's rule (600 s for the
+    /// kubelet's 300 s cap).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .reset_after(Duration::from_secs(3600))
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn reset_after(mut self, window: Duration) -> Self {
+        self.reset_after = Some(window);
+        self
+    }
+
+    /// Spread each delay by up to `factor` of itself (client-go's jitter),
+    /// so objects that fail together do not retry together. `build` checks
+    /// the factor.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .jitter(0.1)
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn jitter(mut self, factor: f64) -> Self {
+        self.jitter = Some(factor);
+        self
+    }
+
+    /// With `true`, a run of an object that is still in backoff (triggered
+    /// by a watch event, a related object, or another requeue) skips the
+    /// reconcile body and requeues at the wait left, so no event can make a
+    /// failing object run faster than its backoff. Default `false`: every
+    /// run reaches the body, and only the count of failures is protected.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .skip_while_in_backoff(true)
+    ///     .build()?;
+    /// # let _ = b;
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn skip_while_in_backoff(mut self, skip: bool) -> Self {
+        self.skip_while_in_backoff = skip;
+        self
+    }
+
+    /// Checks the settings and builds; errors name the field and its
+    /// allowed range, as the core builder's do (`initial`, `max`, `jitter`,
+    /// and `expire_after` for the reset window).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let err = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .jitter(f64::NAN)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "jitter");
+    /// assert!(err.to_string().contains("finite"));
+    /// ```
+    pub fn build(self) -> Result<ObjectBackoff<K>, ConfigError> {
+        let mut builder = Backoff::builder(self.initial, self.max).clock(TokioClock);
+        if let Some(factor) = self.jitter {
+            builder = builder.jitter(factor);
+        }
+        if let Some(window) = self.reset_after {
+            builder = builder.expire_after(window);
+        }
+        let manager = builder.build()?;
+        Ok(ObjectBackoff {
+            shared: Arc::new(Shared {
+                manager: Arc::new(manager),
+                dyntype: self.dyntype,
+                skip_while_in_backoff: self.skip_while_in_backoff,
+                failures: AtomicU64::new(0),
+                refusals: AtomicU64::new(0),
+                successes: AtomicU64::new(0),
+                skips: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+/// The README's example, compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    /// The core crate's README shows the same example (it cannot compile it
+    /// without depending on kube): this keeps the two copies identical, so
+    /// the one compiled here is the one users read there.
+    #[test]
+    fn the_core_readme_shows_the_example_compiled_here() {
+        let here = include_str!("../README.md");
+        let core = include_str!("../../README.md");
+        let snippet = |text: &'static str, fence: &str| -> &'static str {
+            let start = text.find(fence).expect("a fenced example") + fence.len();
+            let len = text[start..].find("```").expect("a closing fence");
+            &text[start..start + len]
+        };
+        let compiled = snippet(here, "```rust,no_run\n");
+        assert!(compiled.contains("ObjectBackoff::<ConfigMap>::kubelet()"));
+        assert_eq!(snippet(core, "```rust,ignore\n"), compiled);
+    }
+}
