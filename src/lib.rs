@@ -118,6 +118,7 @@ pub mod clock;
 mod draws;
 mod duration;
 mod error;
+pub mod fairness;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet;

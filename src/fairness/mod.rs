@@ -1,0 +1,18 @@
+//! The server's half of the contract: Kubernetes' API Priority and
+//! Fairness (APF), in pure Rust.
+//!
+//! A server that rejects overload with 429 expects its clients to back off;
+//! APF decides *whom* to reject so that one flow offering far more than its
+//! share (an elephant) cannot starve the others (mice):
+//!
+//! - [`Dealer`] deals each flow a hand of queues by shuffle sharding, from
+//!   the hash of its flow key, exactly as Kubernetes does;
+//!   [`crush_probability`] is the exact chance that elephants cover all of a
+//!   mouse's queues.
+//!
+//! `docs/fairness.md` explains the model and reproduces Kubernetes' table
+//! of crush probabilities.
+
+mod dealer;
+
+pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
