@@ -9,10 +9,15 @@
 //!   the hash of its flow key, exactly as Kubernetes does;
 //!   [`crush_probability`] is the exact chance that elephants cover all of a
 //!   mouse's queues.
+//! - [`Apf`] is a server's priority levels: each holds a share of the
+//!   server's seats and either rejects what does not fit or queues it, with
+//!   fair queuing between its queues; exempt levels bypass it all.
 //!
 //! `docs/fairness.md` explains the model and reproduces Kubernetes' table
 //! of crush probabilities.
 
 mod dealer;
+mod queue_set;
 
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
+pub use queue_set::{Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, Rejected, Ticket};
