@@ -97,6 +97,8 @@
 //! |---|---|
 //! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
+//! | `redis` | `fleet::RedisBackoff`: one backoff per key shared by a fleet |
+//! | `tower` | `fairness::FairnessLayer`: API Priority and Fairness for tower services |
 //! | `plots` | nothing in the library: only the plot-making examples |
 //!
 //! The minimum supported Rust version is 1.88; CI checks that no dependency

@@ -12,12 +12,19 @@
 //! - [`Apf`] is a server's priority levels: each holds a share of the
 //!   server's seats and either rejects what does not fit or queues it, with
 //!   fair queuing between its queues; exempt levels bypass it all.
+//! - `FairnessLayer` (feature `tower`) puts an [`Apf`] in front of any tower
+//!   service and refuses overload with an error to answer as HTTP 429.
 //!
 //! `docs/fairness.md` explains the model and reproduces Kubernetes' table
 //! of crush probabilities.
 
 mod dealer;
+#[cfg(feature = "tower")]
+mod layer;
 mod queue_set;
 
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
 pub use queue_set::{Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, Rejected, Ticket};
