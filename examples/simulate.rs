@@ -1,10 +1,15 @@
 //! Reproduces the AWS "Exponential Backoff And Jitter" simulation with the
 //! crate's own strategies, and (with `--open`) shows that in an open system
-//! a retry budget, not backoff, bounds the load.
+//! a retry budget, not backoff, bounds the load. With `--apf` it puts the
+//! server's half next to the clients': one elephant flow at 10× capacity
+//! and 20 mice at 0.5× against a FIFO server and an API Priority and
+//! Fairness server, with clients that retry at once or back off per flow;
+//! it fails unless APF gives the mice at least 95 % of their load and FIFO
+//! less than half.
 //!
 //! ```text
 //! cargo run --release --example simulate -- [--clients 10,20,...] [--runs N] [--seed N]
-//!                                           [--csv PATH] [--svg DIR] [--open]
+//!                                           [--csv PATH] [--svg DIR] [--open | --apf]
 //! ```
 //!
 //! Defaults: clients 10 to 190 step 10, 100 runs, seed 1. The CSV has one
@@ -28,6 +33,7 @@ struct Args {
     csv: Option<String>,
     svg: Option<String>,
     open: bool,
+    apf: bool,
     check: Option<String>,
 }
 
@@ -39,6 +45,7 @@ fn parse() -> Result<Args, String> {
         csv: None,
         svg: None,
         open: false,
+        apf: false,
         check: None,
     };
     let mut it = std::env::args().skip(1);
@@ -74,10 +81,11 @@ fn parse() -> Result<Args, String> {
             "--csv" => args.csv = Some(value("--csv")?),
             "--svg" => args.svg = Some(value("--svg")?),
             "--open" => args.open = true,
+            "--apf" => args.apf = true,
             "--check" => args.check = Some(value("--check")?),
             "--bench" => {} // passed by `cargo bench` harnesses; ignore
             "-h" | "--help" => {
-                return Err("usage: simulate [--clients 10,20,...] [--runs N] [--seed N] [--csv PATH] [--svg DIR] [--open] [--check REFERENCE.csv]".into());
+                return Err("usage: simulate [--clients 10,20,...] [--runs N] [--seed N] [--csv PATH] [--svg DIR] [--open | --apf] [--check REFERENCE.csv]".into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -93,7 +101,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = if args.open {
+    let result = if args.apf {
+        apf(&args)
+    } else if args.open {
         open(&args)
     } else if let Some(path) = &args.check {
         check(&args, path)
@@ -359,6 +369,88 @@ fn open(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             &series,
         )?;
         eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// Both halves of the contract: the server's fairness and the clients'
+/// backoff, in one open-loop run per set-up.
+fn apf(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    use sim::apf::{Setup, apf_run};
+    println!(
+        "| server, clients | mice goodput | mice p99 | elephant goodput | elephant served/s | 429s/s | failed fast in clients/s | wasted seat time |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut csv = String::from(
+        "setup,mice_goodput,mice_p99_s,elephant_goodput,elephant_rate,rejections_per_s,held_back_per_s,wasted\n",
+    );
+    let mut runs = Vec::new();
+    for setup in Setup::ALL {
+        let r = apf_run(setup, args.seed);
+        println!(
+            "| {} | {:.1} % | {:.2} s | {:.1} % | {:.1} | {:.1} | {:.0} | {:.1} % |",
+            setup.label(),
+            100.0 * r.mice_goodput,
+            r.mice_p99_s,
+            100.0 * r.elephant_goodput,
+            r.elephant_rate,
+            r.rejections_per_s,
+            r.held_back_per_s,
+            100.0 * r.wasted
+        );
+        writeln!(
+            csv,
+            "{},{:.4},{:.3},{:.4},{:.2},{:.2},{:.1},{:.4}",
+            setup.label(),
+            r.mice_goodput,
+            r.mice_p99_s,
+            r.elephant_goodput,
+            r.elephant_rate,
+            r.rejections_per_s,
+            r.held_back_per_s,
+            r.wasted
+        )?;
+        runs.push((setup, r));
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, &csv)?;
+        eprintln!("wrote {path}");
+    }
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir)?;
+        let path = format!("{dir}/fairness_mice.svg");
+        let series: Vec<(String, Vec<(f64, f64)>)> = runs
+            .iter()
+            .map(|(setup, r)| {
+                let points = r
+                    .mice_goodput_by_second
+                    .iter()
+                    .enumerate()
+                    .map(|(s, g)| (s as f64, *g))
+                    .collect();
+                (setup.label().to_owned(), points)
+            })
+            .collect();
+        line_chart(
+            &path,
+            "Mice goodput per second, elephant at 10x capacity",
+            ("time (s)", "share of the mice's requests served"),
+            0.0..60.0,
+            0.0..1.05,
+            &series,
+        )?;
+        eprintln!("wrote {path}");
+    }
+    let goodput = |s: Setup| {
+        runs.iter()
+            .find(|(x, _)| *x == s)
+            .map_or(0.0, |(_, r)| r.mice_goodput)
+    };
+    if goodput(Setup::Apf) < 0.95 || goodput(Setup::ApfBackoff) < 0.95 {
+        return Err("APF gave the mice less than 95 % of their load".into());
+    }
+    if goodput(Setup::Fifo) >= 0.5 {
+        return Err("FIFO gave the mice half their load or more".into());
     }
     Ok(())
 }

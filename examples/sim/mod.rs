@@ -8,6 +8,8 @@
 
 #![allow(dead_code)] // the test uses only part of it
 
+pub mod apf;
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
