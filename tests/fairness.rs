@@ -93,10 +93,10 @@ fn run(
     let mut ends: BTreeMap<u64, Vec<Ticket>> = BTreeMap::new();
     let mut next = reqs.into_iter().peekable();
     let start = |t: Ticket,
-                     now: u64,
-                     flow_of: &HashMap<Ticket, String>,
-                     ends: &mut BTreeMap<u64, Vec<Ticket>>,
-                     out: &mut Outcome| {
+                 now: u64,
+                 flow_of: &HashMap<Ticket, String>,
+                 ends: &mut BTreeMap<u64, Vec<Ticket>>,
+                 out: &mut Outcome| {
         out.started
             .entry(flow_of[&t].clone())
             .or_default()
