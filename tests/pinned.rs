@@ -135,6 +135,8 @@ fn the_adaptive_throttle_as_a_retry_budget_hears_outcomes_and_refuses_retries() 
         t.rejection_probability()
     );
     assert!(refused >= 45, "{refused} of 50 calls stopped by the budget");
-    assert!(attempts < 50 * 2, "{attempts} attempts");
+    // Some retries ran while the throttle had little history, far fewer
+    // than the 150 that no budget would allow.
+    assert!((51..100).contains(&attempts), "{attempts} attempts");
     assert!(!(0..100).all(|_| t.try_retry()));
 }
