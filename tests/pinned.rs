@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use keyed_backoff::Backoff;
-use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget};
+use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::retry::{GaveUp, Retry};
 use keyed_backoff::strategy::{Constant, Strategy};
@@ -139,4 +139,21 @@ fn the_adaptive_throttle_as_a_retry_budget_hears_outcomes_and_refuses_retries() 
     // than the 150 that no budget would allow.
     assert!((51..100).contains(&attempts), "{attempts} attempts");
     assert!(!(0..100).all(|_| t.try_retry()));
+}
+
+#[test]
+fn each_retry_loop_deposits_its_request_in_a_tps_budget() {
+    let clock = MockClock::new();
+    // No floor: only requests earn retries, one per request at 100 %.
+    let tps = TpsBudget::new(10 * SEC, 0, 1.0)
+        .unwrap()
+        .clock(clock.clone());
+    let s = Strategy::new(Constant::new(Duration::ZERO)).unwrap();
+    let f = Retry::new(&s)
+        .budget(&tps)
+        .max_attempts(3)
+        .run(|_| {}, |_| Err::<(), _>(()))
+        .unwrap_err();
+    // The loop's own request paid for one retry; the second was refused.
+    assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
 }
