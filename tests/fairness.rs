@@ -4,6 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+#[path = "apf/mod.rs"]
+mod apf;
+
+use apf::{distinct_flows, queuing};
 use keyed_backoff::fairness::{
     Admit, Apf, LevelId, LimitResponse, Rejected, Ticket, crush_probability,
 };
@@ -131,42 +135,6 @@ fn run(
     out
 }
 
-fn queuing(seats: u32, queues: usize, hand: usize, limit: usize) -> (Apf, LevelId) {
-    let apf = Apf::builder(seats)
-        .level(
-            "workload",
-            1,
-            LimitResponse::Queue {
-                queues,
-                queue_length_limit: limit,
-                hand_size: hand,
-            },
-        )
-        .estimated_service(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let level = apf.level_id("workload").unwrap();
-    (apf, level)
-}
-
-/// Flow names whose single-queue hands are all different.
-fn flows_on_distinct_queues(apf: &Apf, level: LevelId, n: usize) -> Vec<String> {
-    let mut taken = Vec::new();
-    let mut names = Vec::new();
-    for i in 0.. {
-        let name = format!("flow-{i}");
-        let q = apf.hand(level, name.as_str()).unwrap().next().unwrap();
-        if !taken.contains(&q) {
-            taken.push(q);
-            names.push(name);
-            if names.len() == n {
-                break;
-            }
-        }
-    }
-    names
-}
-
 fn burst(flow: &str, n: usize, width: u32) -> impl Iterator<Item = Req> + '_ {
     (0..n).map(move |_| Req {
         at_ms: 0,
@@ -178,7 +146,7 @@ fn burst(flow: &str, n: usize, width: u32) -> impl Iterator<Item = Req> + '_ {
 #[test]
 fn backlogged_flows_get_equal_seat_time_and_a_light_flow_gets_all_it_asks() {
     let (mut apf, level) = queuing(1, 64, 1, 100);
-    let names = flows_on_distinct_queues(&apf, level, 3);
+    let names = distinct_flows(&apf, level, 3);
     let (a, b, light) = (&names[0], &names[1], &names[2]);
     let mut reqs: Vec<Req> = burst(a, 60, 1).chain(burst(b, 60, 1)).collect();
     // The light flow asks once every 5 s, a tenth of a seat.
@@ -208,7 +176,7 @@ fn backlogged_flows_get_equal_seat_time_and_a_light_flow_gets_all_it_asks() {
 #[test]
 fn a_request_twice_as_wide_is_served_half_as_often() {
     let (mut apf, level) = queuing(2, 64, 1, 100);
-    let names = flows_on_distinct_queues(&apf, level, 2);
+    let names = distinct_flows(&apf, level, 2);
     let reqs = burst(&names[0], 60, 2)
         .chain(burst(&names[1], 60, 1))
         .collect();

@@ -6,53 +6,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::fairness::{
-    Apf, BoxError, Class, FairnessLayer, LevelId, LimitResponse, Overloaded, Rejected,
-};
+use keyed_backoff::fairness::{BoxError, Class, FairnessLayer, Overloaded, Rejected};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
+#[path = "apf/mod.rs"]
+mod apf;
 #[path = "paused/mod.rs"]
 mod paused;
+
+use apf::{distinct_flows, queuing};
 
 const SEC: Duration = Duration::from_secs(1);
 
 /// A request: the flow (user) that sends it.
 type Req = String;
-
-fn apf(seats: u32, queue_length_limit: usize) -> (Apf, LevelId) {
-    let apf = Apf::builder(seats)
-        .level(
-            "workload",
-            1,
-            LimitResponse::Queue {
-                queues: 64,
-                queue_length_limit,
-                hand_size: 1,
-            },
-        )
-        .estimated_service(SEC)
-        .build()
-        .unwrap();
-    let level = apf.level_id("workload").unwrap();
-    (apf, level)
-}
-
-/// Flows whose one-queue hands differ, so each has a queue of its own.
-fn distinct_flows(apf: &Apf, level: LevelId, n: usize) -> Vec<String> {
-    let mut queues = Vec::new();
-    (0..)
-        .map(|i| format!("user-{i}"))
-        .filter(|name| {
-            let q = apf.hand(level, name.as_str()).unwrap().next().unwrap();
-            let fresh = !queues.contains(&q);
-            queues.push(q);
-            fresh
-        })
-        .take(n)
-        .collect()
-}
 
 /// A service that works `work` per request and logs (flow, finish time).
 type Log = Arc<Mutex<Vec<(String, Duration)>>>;
@@ -78,7 +47,7 @@ fn layered(
 #[test]
 fn two_backlogged_flows_alternate_and_a_light_flow_is_served_promptly() {
     paused::runtime().block_on(async {
-        let (apf, level) = apf(1, 100);
+        let (apf, level) = queuing(1, 64, 1, 100);
         let flows = distinct_flows(&apf, level, 3);
         let layer = FairnessLayer::new(apf, move |user: &Req| Class::new(level, user.clone()))
             .queue_wait(120 * SEC);
@@ -122,7 +91,7 @@ fn two_backlogged_flows_alternate_and_a_light_flow_is_served_promptly() {
 #[test]
 fn a_full_queue_is_refused_at_once_with_retry_after() {
     paused::runtime().block_on(async {
-        let (apf, level) = apf(1, 2);
+        let (apf, level) = queuing(1, 64, 1, 2);
         let layer = FairnessLayer::new(apf, move |user: &Req| Class::new(level, user.clone()))
             .retry_after(Duration::from_millis(1_500))
             .queue_wait(60 * SEC);
@@ -160,7 +129,7 @@ fn a_full_queue_is_refused_at_once_with_retry_after() {
 #[test]
 fn a_request_that_waits_too_long_is_refused_when_its_wait_runs_out() {
     paused::runtime().block_on(async {
-        let (apf, level) = apf(1, 10);
+        let (apf, level) = queuing(1, 64, 1, 10);
         let layer = FairnessLayer::new(apf, move |user: &Req| Class::new(level, user.clone()))
             .queue_wait(3 * SEC);
         let log: Log = Arc::default();
@@ -195,7 +164,7 @@ fn a_request_that_waits_too_long_is_refused_when_its_wait_runs_out() {
 #[test]
 fn a_caller_that_goes_away_gives_up_its_place_and_its_seat() {
     paused::runtime().block_on(async {
-        let (apf, level) = apf(1, 10);
+        let (apf, level) = queuing(1, 64, 1, 10);
         let layer = FairnessLayer::new(apf, move |user: &Req| Class::new(level, user.clone()));
         let log: Log = Arc::default();
         let service = layered(&layer, 10 * SEC, &log, Instant::now());

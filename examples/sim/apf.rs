@@ -138,6 +138,14 @@ fn server(setup: Setup) -> (Apf, LevelId) {
     (apf, level)
 }
 
+/// The requests behind tickets that left their queues for a seat.
+fn dequeued(waiting: &mut HashMap<Ticket, usize>, tickets: Vec<Ticket>) -> Vec<(Ticket, usize)> {
+    tickets
+        .into_iter()
+        .map(|t| (t, waiting.remove(&t).expect("a waiting request")))
+        .collect()
+}
+
 /// Runs one set-up for [`DURATION_MS`] with seed `seed`.
 pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -173,7 +181,8 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
     while let Some((now, event)) = agenda.pop() {
         clock.advance(Duration::from_millis(now - clock_ms));
         clock_ms = now;
-        let mut dispatched: Vec<Ticket> = Vec::new();
+        // Requests that get a seat now: (ticket, request).
+        let mut dispatched: Vec<(Ticket, usize)> = Vec::new();
         // A refused attempt: retry (after the flow's backoff, if the clients
         // back off) while attempts and the client's patience last.
         let mut refused = |req: usize, requests: &mut Vec<Request>, agenda: &mut Agenda| {
@@ -227,15 +236,12 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
                 r.attempts += 1;
                 let flow = r.flow;
                 match apf.admit(level, &flow, 1) {
-                    Admit::Dispatched(t) => dispatched.push(t),
+                    Admit::Dispatched(t) => dispatched.push((t, req)),
                     Admit::Queued(t) => {
                         waiting.insert(t, req);
                         agenda.at(now + QUEUE_WAIT_MS, Event::Expire(t));
                     }
                     Admit::Rejected(_) => refused(req, &mut requests, &mut agenda),
-                }
-                if let Some(&t) = dispatched.first() {
-                    waiting.insert(t, req);
                 }
             }
             Event::Finish(ticket) => {
@@ -255,20 +261,18 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
                 } else {
                     wasted_ms += ran;
                 }
-                dispatched = apf
-                    .complete(ticket, Duration::from_millis(ran))
-                    .expect("a running ticket");
+                let from_queues = apf.complete(ticket, Duration::from_millis(ran));
+                dispatched = dequeued(&mut waiting, from_queues.expect("a running ticket"));
             }
             Event::Expire(ticket) => {
                 if let Some(d) = apf.cancel(ticket) {
                     let req = waiting.remove(&ticket).expect("a waiting request");
-                    dispatched = d;
+                    dispatched = dequeued(&mut waiting, d);
                     refused(req, &mut requests, &mut agenda);
                 }
             }
         }
-        for t in dispatched {
-            let req = waiting.remove(&t).expect("a waiting request");
+        for (t, req) in dispatched {
             let service = exp(&mut rng, SERVICE_MS).ceil().max(1.0) as u64;
             running.insert(t, (req, now));
             agenda.at(now + service, Event::Finish(t));

@@ -288,8 +288,12 @@ where
     /// # }
     /// ```
     pub fn on_success(&self, obj: &K) {
+        self.succeeded(&self.key(obj));
+    }
+
+    fn succeeded(&self, key: &ObjectRef<K>) {
         self.shared.successes.fetch_add(1, Ordering::Relaxed);
-        self.shared.manager.reset(&self.key(obj));
+        self.shared.manager.reset(key);
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
@@ -310,8 +314,12 @@ where
     /// # }
     /// ```
     pub fn remaining(&self, obj: &K) -> Option<Duration> {
+        self.remaining_of(&self.key(obj))
+    }
+
+    fn remaining_of(&self, key: &ObjectRef<K>) -> Option<Duration> {
         let manager = &self.shared.manager;
-        manager.remaining(&self.key(obj), manager.clock().now())
+        manager.remaining(key, manager.clock().now())
     }
 
     /// How many failures `obj` has had since its backoff was last reset
@@ -456,18 +464,20 @@ where
     {
         let this = self.clone();
         move |obj, ctx| {
+            // The key is built once per run, for the check and the reset.
+            let key = this.key(&obj);
             if this.shared.skip_while_in_backoff
-                && let Some(wait) = this.remaining(&obj)
+                && let Some(wait) = this.remaining_of(&key)
             {
                 this.shared.skips.fetch_add(1, Ordering::Relaxed);
                 return futures::future::ready(Ok(Action::requeue(wait))).boxed();
             }
-            let run = reconcile(Arc::clone(&obj), ctx);
+            let run = reconcile(obj, ctx);
             let this = this.clone();
             async move {
                 let outcome = run.await;
                 if outcome.is_ok() {
-                    this.on_success(&obj);
+                    this.succeeded(&key);
                 }
                 outcome
             }

@@ -134,8 +134,22 @@ impl std::error::Error for Overloaded {}
 /// State shared by the layer and every service it makes.
 struct Shared {
     state: Mutex<State>,
+}
+
+/// The layer's time limits, copied into each service it makes.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
     queue_wait: Duration,
     retry_after: Duration,
+}
+
+impl Limits {
+    fn overloaded(&self, reason: Rejected) -> Overloaded {
+        Overloaded {
+            reason,
+            retry_after: self.retry_after,
+        }
+    }
 }
 
 struct State {
@@ -157,15 +171,8 @@ impl State {
 }
 
 impl Shared {
-    fn overloaded(&self, reason: Rejected) -> Overloaded {
-        Overloaded {
-            reason,
-            retry_after: self.retry_after,
-        }
-    }
-
-    /// Admits a request, waiting in its queue up to `queue_wait`.
-    async fn acquire(self: &Arc<Self>, class: Class) -> Result<Seat, Overloaded> {
+    /// Admits a request, waiting in its queue up to `limits.queue_wait`.
+    async fn acquire(self: &Arc<Self>, class: Class, limits: Limits) -> Result<Seat, Overloaded> {
         let (ticket, rx) = {
             let mut state = self.state.lock();
             match state
@@ -173,7 +180,7 @@ impl Shared {
                 .admit(class.level, class.flow.as_str(), class.width)
             {
                 Admit::Dispatched(ticket) => return Ok(self.seat(ticket)),
-                Admit::Rejected(reason) => return Err(self.overloaded(reason)),
+                Admit::Rejected(reason) => return Err(limits.overloaded(reason)),
                 Admit::Queued(ticket) => {
                     let (tx, rx) = oneshot::channel();
                     state.waiters.insert(ticket, tx);
@@ -186,7 +193,7 @@ impl Shared {
             ticket,
             armed: true,
         };
-        let woken = tokio::time::timeout(self.queue_wait, rx).await;
+        let woken = tokio::time::timeout(limits.queue_wait, rx).await;
         waiting.armed = false;
         if matches!(woken, Ok(Ok(()))) {
             return Ok(self.seat(ticket));
@@ -196,7 +203,7 @@ impl Shared {
             Some(dispatched) => {
                 state.waiters.remove(&ticket);
                 state.wake(dispatched);
-                Err(self.overloaded(Rejected::TimedOut))
+                Err(limits.overloaded(Rejected::TimedOut))
             }
             // Dispatched at the moment the wait ran out: the seat is ours.
             None => Ok(self.seat(ticket)),
@@ -292,6 +299,7 @@ impl Drop for Seat {
 pub struct FairnessLayer<Cl> {
     shared: Arc<Shared>,
     classify: Arc<Cl>,
+    limits: Limits,
 }
 
 impl<Cl> Clone for FairnessLayer<Cl> {
@@ -299,6 +307,7 @@ impl<Cl> Clone for FairnessLayer<Cl> {
         FairnessLayer {
             shared: Arc::clone(&self.shared),
             classify: Arc::clone(&self.classify),
+            limits: self.limits,
         }
     }
 }
@@ -306,8 +315,8 @@ impl<Cl> Clone for FairnessLayer<Cl> {
 impl<Cl> fmt::Debug for FairnessLayer<Cl> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FairnessLayer")
-            .field("queue_wait", &self.shared.queue_wait)
-            .field("retry_after", &self.shared.retry_after)
+            .field("queue_wait", &self.limits.queue_wait)
+            .field("retry_after", &self.limits.retry_after)
             .finish_non_exhaustive()
     }
 }
@@ -333,10 +342,12 @@ impl<Cl> FairnessLayer<Cl> {
                     apf,
                     waiters: HashMap::new(),
                 }),
-                queue_wait: Duration::from_secs(15),
-                retry_after: Duration::from_secs(1),
             }),
             classify: Arc::new(classify),
+            limits: Limits {
+                queue_wait: Duration::from_secs(15),
+                retry_after: Duration::from_secs(1),
+            },
         }
     }
 
@@ -354,7 +365,7 @@ impl<Cl> FairnessLayer<Cl> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn queue_wait(mut self, wait: Duration) -> Self {
-        self.configure(|s| s.queue_wait = wait);
+        self.limits.queue_wait = wait;
         self
     }
 
@@ -371,30 +382,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn retry_after(mut self, wait: Duration) -> Self {
-        self.configure(|s| s.retry_after = wait);
+        self.limits.retry_after = wait;
         self
-    }
-
-    /// Changes a setting: in place while the layer is the only holder of
-    /// its state (always, during building), otherwise on a copy so that
-    /// services already made keep theirs.
-    fn configure(&mut self, set: impl FnOnce(&mut Shared)) {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            set(shared);
-            return;
-        }
-        let state = self.shared.state.lock();
-        let mut copy = Shared {
-            state: Mutex::new(State {
-                apf: state.apf.clone(),
-                waiters: HashMap::new(),
-            }),
-            queue_wait: self.shared.queue_wait,
-            retry_after: self.shared.retry_after,
-        };
-        drop(state);
-        set(&mut copy);
-        self.shared = Arc::new(copy);
     }
 
     /// The counts of `level` across every service the layer made.
@@ -420,6 +409,7 @@ impl<S, Cl> tower_layer::Layer<S> for FairnessLayer<Cl> {
             inner,
             shared: Arc::clone(&self.shared),
             classify: Arc::clone(&self.classify),
+            limits: self.limits,
         }
     }
 }
@@ -440,6 +430,7 @@ pub struct Fairness<S, Cl> {
     inner: S,
     shared: Arc<Shared>,
     classify: Arc<Cl>,
+    limits: Limits,
 }
 
 impl<S: Clone, Cl> Clone for Fairness<S, Cl> {
@@ -448,6 +439,7 @@ impl<S: Clone, Cl> Clone for Fairness<S, Cl> {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
             classify: Arc::clone(&self.classify),
+            limits: self.limits,
         }
     }
 }
@@ -485,8 +477,9 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
+        let limits = self.limits;
         Box::pin(async move {
-            let seat = shared.acquire(class).await?;
+            let seat = shared.acquire(class, limits).await?;
             std::future::poll_fn(|cx| inner.poll_ready(cx))
                 .await
                 .map_err(Into::into)?;

@@ -301,19 +301,13 @@ impl Apf {
         let l = &mut self.levels[index];
         let width = width.clamp(1, l.seats.max(1));
         match &mut l.kind {
-            Kind::Exempt => {
-                l.in_use = l.in_use.saturating_add(width);
-                l.dispatched += 1;
-                self.tickets
-                    .insert(ticket, executing(index, None, width, 0.0));
-                Admit::Dispatched(ticket)
+            Kind::Reject if l.seats - l.in_use < width => {
+                l.rejected += 1;
+                Admit::Rejected(Rejected::NoSeat)
             }
-            Kind::Reject => {
-                if l.seats - l.in_use < width {
-                    l.rejected += 1;
-                    return Admit::Rejected(Rejected::NoSeat);
-                }
-                l.in_use += width;
+            // Exempt, or a rejecting level with room: it runs at once.
+            Kind::Exempt | Kind::Reject => {
+                l.in_use = l.in_use.saturating_add(width);
                 l.dispatched += 1;
                 self.tickets
                     .insert(ticket, executing(index, None, width, 0.0));
@@ -465,11 +459,7 @@ impl Apf {
             _ => 0,
         };
         LevelStats {
-            seats: if matches!(l.kind, Kind::Exempt) {
-                0
-            } else {
-                l.seats
-            },
+            seats: l.seats,
             seats_in_use: l.in_use,
             waiting,
             dispatched: l.dispatched,
