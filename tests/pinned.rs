@@ -6,9 +6,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use keyed_backoff::Backoff;
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
-use keyed_backoff::clock::{Clock, MockClock};
+use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::retry::{GaveUp, Retry};
-use keyed_backoff::strategy::{Constant, Strategy};
+use keyed_backoff::strategy::{Constant, Decorrelated, FullJitter, Step, Strategy};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -156,4 +156,121 @@ fn each_retry_loop_deposits_its_request_in_a_tps_budget() {
         .unwrap_err();
     // The loop's own request paid for one retry; the second was refused.
     assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
+}
+
+#[test]
+fn an_expiry_function_may_use_another_manager() {
+    let clock = MockClock::new();
+    let other = Arc::new(mock_manager(&clock));
+    other.next("elsewhere", clock.now());
+    let seen = Arc::clone(&other);
+    let b = Backoff::<String>::builder(SEC, 60 * SEC)
+        .clock(clock.clone())
+        .expiry(move |event, last, max| {
+            // Only calls into this manager itself are refused.
+            assert_eq!(seen.len(), 1);
+            event > last && event.saturating_duration_since(last) > 2 * max
+        })
+        .build()
+        .unwrap();
+    b.next("k", clock.now());
+    assert_eq!(b.next("k", clock.now()), 2 * SEC);
+    assert_eq!(b.gc(), 0);
+}
+
+/// A strategy that states no largest delay.
+#[derive(Debug, Clone)]
+struct OneSecond;
+
+impl Step for OneSecond {
+    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        Some(SEC)
+    }
+}
+
+#[test]
+fn a_strategy_that_states_no_largest_delay_is_unbounded_and_needs_a_window() {
+    assert_eq!(OneSecond.max_delay(), Duration::MAX);
+    let s = Strategy::new(OneSecond).unwrap();
+    let err = Backoff::<String>::with_strategy(s.clone())
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "expire_after");
+    let b = Backoff::<String>::with_strategy(s)
+        .expire_after(10 * SEC)
+        .build()
+        .unwrap();
+    assert_eq!(b.next_now("k"), SEC);
+}
+
+#[test]
+fn a_strategys_own_seed_drives_the_managers_draws() {
+    let jitter = || FullJitter::new(SEC, 60 * SEC);
+    let first_delays = |b: Backoff<String, MockClock>, clock: &MockClock| -> Vec<Duration> {
+        (0..32)
+            .map(|i| b.next(&format!("k{i}"), clock.now()))
+            .collect()
+    };
+    let clock = MockClock::new();
+    let seeded_strategy =
+        Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(42))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+    let seeded_builder = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap())
+        .clock(clock.clone())
+        .seed(42)
+        .build()
+        .unwrap();
+    let other_seed = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(43))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let a = first_delays(seeded_strategy, &clock);
+    assert_eq!(a, first_delays(seeded_builder, &clock));
+    assert_ne!(a, first_delays(other_seed, &clock));
+}
+
+#[test]
+fn a_detached_gc_thread_keeps_sweeping() {
+    let clock = MockClock::new();
+    let b = Arc::new(mock_manager(&clock));
+    b.next("k", clock.now());
+    clock.advance(121 * SEC); // past 2 x max
+    b.spawn_gc(Duration::from_millis(1)).unwrap().detach();
+    // The thread is real: poll for its sweep, with a deadline.
+    let deadline = Instant::now() + 10 * SEC;
+    while !b.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(b.is_empty(), "the detached thread never swept");
+    assert!(b.stats().gc_runs >= 1);
+}
+
+#[test]
+fn decorrelated_jitter_draws_between_base_and_three_times_the_last_delay() {
+    let base = Duration::from_millis(10);
+    for bounded in [false, true] {
+        let d = Decorrelated::new(base, 3_600 * SEC);
+        let d = if bounded { d.bounded() } else { d };
+        // The first delay is drawn from [base, 3 x base), under any seed.
+        for seed in 0..64 {
+            let first = Strategy::new(d.clone())
+                .unwrap()
+                .seed(seed)
+                .iter()
+                .next()
+                .unwrap();
+            assert!(base <= first && first < 3 * base, "{first:?}");
+        }
+        let s = Strategy::new(d).unwrap().seed(7);
+        let mut previous = base;
+        for delay in s.iter().take(200) {
+            assert!(
+                base <= delay && delay < 3 * previous,
+                "{delay:?} after {previous:?}"
+            );
+            previous = delay;
+        }
+    }
 }
