@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use keyed_backoff::Backoff;
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::retry::{GaveUp, Retry};
 use keyed_backoff::strategy::{Constant, Decorrelated, FullJitter, Step, Strategy};
+use keyed_backoff::{Backoff, MAX_BACKOFF};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -273,4 +273,19 @@ fn decorrelated_jitter_draws_between_base_and_three_times_the_last_delay() {
             previous = delay;
         }
     }
+}
+
+#[test]
+fn a_strategy_capped_at_the_largest_backoff_needs_no_window() {
+    let build = |cap: Duration| {
+        Backoff::<String>::with_strategy(Strategy::new(Constant::new(cap)).unwrap())
+            .build()
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    assert_eq!(build(MAX_BACKOFF), Ok(()));
+    assert_eq!(
+        build(MAX_BACKOFF + Duration::from_nanos(1)),
+        Err("expire_after")
+    );
 }

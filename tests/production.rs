@@ -94,15 +94,7 @@ fn gc_task_runs_on_interval_and_stops_when_dropped() {
         clock.advance(11 * SEC);
         let task = b.spawn_gc_task(Duration::from_secs(30)).expect("spawn");
         tokio::time::sleep(Duration::from_secs(31)).await;
-        // The sweep runs on the blocking pool; wait for it to report.
-        for _ in 0..1_000 {
-            if b.is_empty() {
-                break;
-            }
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        assert!(b.is_empty());
+        assert!(swept(&b).await);
         assert!(b.stats().gc_runs >= 1);
         drop(task);
         tokio::task::yield_now().await;
@@ -112,6 +104,36 @@ fn gc_task_runs_on_interval_and_stops_when_dropped() {
             0,
             "the aborted task released its reference"
         );
+    });
+}
+
+/// Whether the manager empties within 1,000 turns of the runtime (a GC
+/// task's sweep runs on the blocking pool and reports back).
+#[cfg(feature = "tokio")]
+async fn swept(b: &Backoff<String, MockClock>) -> bool {
+    for _ in 0..1_000 {
+        if b.is_empty() {
+            return true;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    b.is_empty()
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_detached_gc_task_keeps_sweeping() {
+    paused::runtime().block_on(async {
+        let clock = MockClock::new();
+        let b = mock_manager(&clock);
+        b.next("stale", clock.now());
+        clock.advance(11 * SEC);
+        b.spawn_gc_task(Duration::from_secs(30))
+            .expect("spawn")
+            .detach();
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        assert!(swept(&b).await, "the detached task never swept");
     });
 }
 
