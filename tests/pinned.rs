@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::retry::{GaveUp, Retry};
-use keyed_backoff::strategy::{Constant, Decorrelated, FullJitter, Step, Strategy};
+use keyed_backoff::strategy::{Constant, Decorrelated, FullJitter, Step, Strategy, WaitBackoff};
 use keyed_backoff::{Backoff, MAX_BACKOFF};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -288,4 +288,39 @@ fn a_strategy_capped_at_the_largest_backoff_needs_no_window() {
         build(MAX_BACKOFF + Duration::from_nanos(1)),
         Err("expire_after")
     );
+}
+
+#[test]
+fn a_wait_backoff_that_lands_exactly_on_its_cap_keeps_stepping() {
+    // apimachinery ends growth only when a step goes *above* the cap; a
+    // shrinking factor shows the difference.
+    let s = Strategy::new(WaitBackoff::new(4 * SEC).factor(0.5).steps(4).cap(2 * SEC)).unwrap();
+    let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
+    assert_eq!(ms, [4_000, 2_000, 1_000, 500, 250, 250]);
+}
+
+/// A formula whose validity is switched from outside, to see who asks.
+#[derive(Debug, Clone)]
+struct Switched(Arc<std::sync::atomic::AtomicBool>);
+
+impl Step for Switched {
+    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        Some(SEC)
+    }
+    fn validate(&self) -> Result<(), keyed_backoff::ConfigError> {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(keyed_backoff::ConfigError::new("switched", "on", "off"))
+        }
+    }
+}
+
+#[test]
+fn a_strategy_reports_its_formulas_verdict() {
+    let valid = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let s = Strategy::new(Switched(Arc::clone(&valid))).unwrap();
+    assert!(Step::validate(&s).is_ok());
+    valid.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(Step::validate(&s).unwrap_err().field(), "switched");
 }
