@@ -324,3 +324,21 @@ fn a_strategy_reports_its_formulas_verdict() {
     valid.store(false, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(Step::validate(&s).unwrap_err().field(), "switched");
 }
+
+#[test]
+fn a_jittered_wait_backoff_spreads_its_delays_above_the_duration() {
+    let firsts: Vec<Duration> = (0..32)
+        .map(|seed| {
+            let s = Strategy::new(WaitBackoff::new(SEC).jitter(0.5)).unwrap();
+            s.seed(seed).iter().next().unwrap()
+        })
+        .collect();
+    assert!(
+        firsts.iter().all(|d| (SEC..SEC * 3 / 2).contains(d)),
+        "{firsts:?}"
+    );
+    assert!(
+        firsts.iter().filter(|d| **d > SEC).count() >= 30,
+        "{firsts:?}"
+    );
+}
