@@ -7,7 +7,9 @@ use std::time::{Duration, Instant, SystemTime};
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::retry::{GaveUp, Retry};
-use keyed_backoff::strategy::{Constant, Decorrelated, FullJitter, Step, Strategy, WaitBackoff};
+use keyed_backoff::strategy::{
+    Cenkalti, Constant, Decorrelated, FullJitter, GoogleCloud, Step, Strategy, WaitBackoff,
+};
 use keyed_backoff::{Backoff, MAX_BACKOFF};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -341,4 +343,56 @@ fn a_jittered_wait_backoff_spreads_its_delays_above_the_duration() {
         firsts.iter().filter(|d| **d > SEC).count() >= 30,
         "{firsts:?}"
     );
+}
+
+#[test]
+fn cenkalti_sums_the_capped_intervals_it_has_waited() {
+    // Intervals 1, 2, 4, 4, ... s; the seventh delay would bring the
+    // waiting to 23 s, past the 20 s allowed.
+    let c = Cenkalti::new()
+        .initial(SEC)
+        .multiplier(2.0)
+        .max_interval(4 * SEC)
+        .randomization(0.0)
+        .max_elapsed(20 * SEC);
+    let secs: Vec<u64> = Strategy::new(c)
+        .unwrap()
+        .iter()
+        .map(|d| d.as_secs())
+        .collect();
+    assert_eq!(secs, [1, 2, 4, 4, 4, 4]);
+}
+
+#[test]
+fn cenkalti_draws_up_to_one_nanosecond_past_the_randomised_interval() {
+    // Interval 2 ns, randomization 0.5: [1, 3] ns, both ends included.
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let c = Cenkalti::new().initial(Duration::from_nanos(2));
+        let first = Strategy::new(c).unwrap().seed(seed).iter().next().unwrap();
+        seen.insert(first.as_nanos());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+}
+
+#[test]
+fn cenkalti_accepts_randomization_up_to_one() {
+    let with = |r: f64| {
+        Strategy::new(Cenkalti::new().randomization(r))
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    assert_eq!(with(1.0), Ok(()));
+    assert_eq!(with(1.0 + f64::EPSILON), Err("randomization"));
+}
+
+#[test]
+fn the_largest_delay_setters_are_kept() {
+    assert_eq!(
+        GoogleCloud::new().max_backoff(64 * SEC).max_delay(),
+        64 * SEC
+    );
+    // max_delay of Cenkalti: max(initial, max_interval) · (1 + r) + 1 ns.
+    let c = Cenkalti::new().max_interval(10 * SEC).randomization(0.0);
+    assert_eq!(c.max_delay(), 10 * SEC + Duration::from_nanos(1));
 }
