@@ -163,7 +163,16 @@ fn each_retry_loop_deposits_its_request_in_a_tps_budget() {
 #[test]
 fn an_expiry_function_may_use_another_manager() {
     let clock = MockClock::new();
-    let other = Arc::new(mock_manager(&clock));
+    // Both managers have expiry functions: each refuses calls from its own.
+    let other = Arc::new(
+        Backoff::<String>::builder(SEC, 60 * SEC)
+            .clock(clock.clone())
+            .expiry(|event: keyed_backoff::clock::MockInstant, last, max| {
+                event > last && event.saturating_duration_since(last) > 2 * max
+            })
+            .build()
+            .unwrap(),
+    );
     other.next("elsewhere", clock.now());
     let seen = Arc::clone(&other);
     let b = Backoff::<String>::builder(SEC, 60 * SEC)
@@ -395,4 +404,53 @@ fn the_largest_delay_setters_are_kept() {
     // max_delay of Cenkalti: max(initial, max_interval) · (1 + r) + 1 ns.
     let c = Cenkalti::new().max_interval(10 * SEC).randomization(0.0);
     assert_eq!(c.max_delay(), 10 * SEC + Duration::from_nanos(1));
+}
+
+#[test]
+fn the_gate_on_the_clocks_now_refuses_inside_the_window() {
+    let clock = MockClock::new();
+    let b = mock_manager(&clock);
+    assert_eq!(b.try_next_now("k"), Ok(SEC));
+    clock.advance(SEC / 4);
+    let refused = b.try_next_now("k").unwrap_err();
+    assert_eq!(refused.remaining, SEC * 3 / 4);
+}
+
+#[test]
+fn entries_and_entry_show_what_is_held() {
+    let clock = MockClock::new();
+    let b = mock_manager(&clock);
+    b.next("a", clock.now());
+    b.next("b", clock.now());
+    b.next("b", clock.now());
+    clock.advance(SEC / 2);
+    let mut all = b.entries();
+    all.sort_by(|x, y| x.key.cmp(&y.key));
+    let shown: Vec<(String, Duration, u32, Option<Duration>)> = all
+        .into_iter()
+        .map(|e| (e.key, e.backoff, e.attempts, e.remaining))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("a".to_string(), SEC, 1, Some(SEC / 2)),
+            ("b".to_string(), 2 * SEC, 2, Some(SEC * 3 / 2)),
+        ]
+    );
+    let b_entry = b.entry("b").unwrap();
+    assert_eq!((b_entry.backoff, b_entry.expired), (2 * SEC, false));
+    assert!(b.entry("missing").is_none());
+}
+
+#[test]
+fn restore_on_the_wall_clock_brings_back_every_fresh_entry() {
+    let clock = MockClock::new();
+    let a = mock_manager(&clock);
+    for key in ["x", "y", "z"] {
+        a.next(key, clock.now());
+    }
+    a.next("z", clock.now());
+    let b = mock_manager(&clock);
+    assert_eq!(b.restore(&a.snapshot()), 3);
+    assert_eq!((b.get("z"), b.attempts("z"), b.len()), (2 * SEC, 2, 3));
 }
