@@ -2,10 +2,11 @@
 //! test failing: each test here fails under that mutation.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TpsBudget};
-use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
+use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
 use keyed_backoff::retry::{GaveUp, Retry};
 use keyed_backoff::strategy::{
     Cenkalti, Constant, Decorrelated, FullJitter, GoogleCloud, Step, Strategy, WaitBackoff,
@@ -160,6 +161,11 @@ fn each_retry_loop_deposits_its_request_in_a_tps_budget() {
     assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
 }
 
+/// client-go's default rule as a user expiry function.
+fn twice_max(event: MockInstant, last: MockInstant, max: Duration) -> bool {
+    event > last && event.saturating_duration_since(last) > 2 * max
+}
+
 #[test]
 fn an_expiry_function_may_use_another_manager() {
     let clock = MockClock::new();
@@ -167,9 +173,7 @@ fn an_expiry_function_may_use_another_manager() {
     let other = Arc::new(
         Backoff::<String>::builder(SEC, 60 * SEC)
             .clock(clock.clone())
-            .expiry(|event: keyed_backoff::clock::MockInstant, last, max| {
-                event > last && event.saturating_duration_since(last) > 2 * max
-            })
+            .expiry(twice_max)
             .build()
             .unwrap(),
     );
@@ -180,7 +184,7 @@ fn an_expiry_function_may_use_another_manager() {
         .expiry(move |event, last, max| {
             // Only calls into this manager itself are refused.
             assert_eq!(seen.len(), 1);
-            event > last && event.saturating_duration_since(last) > 2 * max
+            twice_max(event, last, max)
         })
         .build()
         .unwrap();
@@ -312,14 +316,14 @@ fn a_wait_backoff_that_lands_exactly_on_its_cap_keeps_stepping() {
 
 /// A formula whose validity is switched from outside, to see who asks.
 #[derive(Debug, Clone)]
-struct Switched(Arc<std::sync::atomic::AtomicBool>);
+struct Switched(Arc<AtomicBool>);
 
 impl Step for Switched {
     fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
         Some(SEC)
     }
     fn validate(&self) -> Result<(), keyed_backoff::ConfigError> {
-        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.0.load(Ordering::Relaxed) {
             Ok(())
         } else {
             Err(keyed_backoff::ConfigError::new("switched", "on", "off"))
@@ -329,10 +333,10 @@ impl Step for Switched {
 
 #[test]
 fn a_strategy_reports_its_formulas_verdict() {
-    let valid = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let valid = Arc::new(AtomicBool::new(true));
     let s = Strategy::new(Switched(Arc::clone(&valid))).unwrap();
     assert!(Step::validate(&s).is_ok());
-    valid.store(false, std::sync::atomic::Ordering::Relaxed);
+    valid.store(false, Ordering::Relaxed);
     assert_eq!(Step::validate(&s).unwrap_err().field(), "switched");
 }
 

@@ -88,10 +88,7 @@ fn amortized_gc_keeps_memory_bounded_without_a_task() {
 #[test]
 fn gc_task_runs_on_interval_and_stops_when_dropped() {
     paused::runtime().block_on(async {
-        let clock = MockClock::new();
-        let b = mock_manager(&clock);
-        b.next("stale", clock.now());
-        clock.advance(11 * SEC);
+        let b = holding_a_stale_key();
         let task = b.spawn_gc_task(Duration::from_secs(30)).expect("spawn");
         tokio::time::sleep(Duration::from_secs(31)).await;
         assert!(swept(&b).await);
@@ -105,6 +102,16 @@ fn gc_task_runs_on_interval_and_stops_when_dropped() {
             "the aborted task released its reference"
         );
     });
+}
+
+/// A manager whose one entry has passed its 10 s window.
+#[cfg(feature = "tokio")]
+fn holding_a_stale_key() -> Arc<Backoff<String, MockClock>> {
+    let clock = MockClock::new();
+    let b = mock_manager(&clock);
+    b.next("stale", clock.now());
+    clock.advance(11 * SEC);
+    b
 }
 
 /// Whether the manager empties within 1,000 turns of the runtime (a GC
@@ -125,10 +132,7 @@ async fn swept(b: &Backoff<String, MockClock>) -> bool {
 #[test]
 fn a_detached_gc_task_keeps_sweeping() {
     paused::runtime().block_on(async {
-        let clock = MockClock::new();
-        let b = mock_manager(&clock);
-        b.next("stale", clock.now());
-        clock.advance(11 * SEC);
+        let b = holding_a_stale_key();
         b.spawn_gc_task(Duration::from_secs(30))
             .expect("spawn")
             .detach();

@@ -260,16 +260,16 @@ impl Model {
     /// clock reads `skew` ns more: last updates move by `skew`, one in the
     /// future counts as now, a stale one is dropped. Returns how many are held.
     pub fn round_trip(&mut self, skew: i64) -> usize {
-        let (now, window) = (self.now, self.window());
+        let now = self.now;
         let entries = std::mem::take(&mut self.entries);
         self.entries = entries
             .into_iter()
             .filter_map(|(k, e)| {
-                let age = (now - e.last + i128::from(skew)).max(0);
-                (age <= window).then_some((
+                let last = now - (now - e.last + i128::from(skew)).max(0);
+                (!self.expired(now, last)).then_some((
                     k,
                     Entry {
-                        last: now - age,
+                        last,
                         attempts: e.attempts.min(MAX_ATTEMPTS),
                         ..e
                     },
@@ -433,8 +433,8 @@ fn expiry_fn(
 ) -> impl Fn(MockInstant, MockInstant, Duration) -> bool + Send + Sync + 'static {
     move |event, last, _| {
         match armed.load(Ordering::Relaxed) {
-            1 => panic!("{ARMED_PANIC}"),
-            2 => {
+            mode if mode == Armed::Panic as u8 => panic!("{ARMED_PANIC}"),
+            mode if mode == Armed::Reenter as u8 => {
                 if let Some(manager) = me.get().and_then(Weak::upgrade) {
                     let _ = manager.len();
                 }
