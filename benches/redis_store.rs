@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keyed_backoff::fleet::{Event, RedisBackoff};
+use keyed_backoff_redis::redis;
+use keyed_backoff_redis::{Event, RedisBackoff};
 use redis::aio::ConnectionManager;
 
 #[derive(Clone, Copy, PartialEq)]

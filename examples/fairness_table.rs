@@ -1,14 +1,14 @@
 //! Prints the probability that a mouse flow is crushed (every queue of its
 //! hand shared with an elephant) for the queue and hand sizes of
 //! Kubernetes' API Priority and Fairness documentation, computed exactly by
-//! `keyed_backoff::fairness::crush_probability`. `docs/fairness.md` holds its
+//! `fair_admission::crush_probability`. `docs/fairness.md` holds its
 //! output.
 //!
 //! ```text
 //! cargo run --example fairness_table
 //! ```
 
-use keyed_backoff::fairness::crush_probability;
+use fair_admission::crush_probability;
 
 /// (hand size, queues), as the published table lists them.
 const ROWS: [(usize, usize); 11] = [

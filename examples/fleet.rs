@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
-use keyed_backoff::fleet::{Event, RedisBackoff};
 use keyed_backoff::{Backoff, InBackoff};
+use keyed_backoff_redis::{Event, RedisBackoff, redis};
 
 const WORKERS: usize = 4;
 const RUN: Duration = Duration::from_secs(30 * 60);

@@ -17,9 +17,6 @@
 //! `clients,algorithm,runs,time_mean,calls_mean,time_sd,calls_sd` (means and
 //! per-run standard deviations).
 
-#[path = "sim/mod.rs"]
-mod sim;
-
 use std::fmt::Write as _;
 use std::process::ExitCode;
 

@@ -28,23 +28,46 @@ fn to_unit(x: u64) -> f64 {
     (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// A shared, lock-free source of draws: each call takes the next draw number.
+/// A shared, lock-free source of uniform draws in `[0, 1)`: each call takes
+/// the next draw number of the seed's stream. The keyed manager draws its
+/// jitter from one; so does any store that restates its rule (the Redis
+/// store draws in the client and sends the draw to its script), so a seed
+/// gives the same delays in process and in Redis.
+///
+/// ```
+/// use keyed_backoff::draws::UnitDraws;
+/// let (a, b) = (UnitDraws::new(7), UnitDraws::new(7));
+/// let u = a.next_unit();
+/// assert!((0.0..1.0).contains(&u));
+/// assert_eq!(u, b.next_unit());
+/// ```
 #[derive(Debug)]
-pub(crate) struct UnitDraws {
+pub struct UnitDraws {
     seed: u64,
     counter: AtomicU64,
 }
 
 impl UnitDraws {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// The stream of `seed`, from its first draw.
+    ///
+    /// ```
+    /// let _draws = keyed_backoff::draws::UnitDraws::new(42);
+    /// ```
+    pub fn new(seed: u64) -> Self {
         UnitDraws {
             seed,
             counter: AtomicU64::new(0),
         }
     }
 
+    /// The next draw, in `[0, 1)`; safe to call from many threads at once.
+    ///
+    /// ```
+    /// let draws = keyed_backoff::draws::UnitDraws::new(1);
+    /// assert_ne!(draws.next_unit(), draws.next_unit());
+    /// ```
     #[inline]
-    pub(crate) fn next_unit(&self) -> f64 {
+    pub fn next_unit(&self) -> f64 {
         unit_at(self.seed, self.counter.fetch_add(1, Ordering::Relaxed))
     }
 }

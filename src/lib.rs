@@ -97,9 +97,13 @@
 //! |---|---|
 //! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
-//! | `redis` | `fleet::RedisBackoff`: one backoff per key shared by a fleet |
-//! | `tower` | `fairness::FairnessLayer`: API Priority and Fairness for tower services |
-//! | `plots` | nothing in the library: only the plot-making examples |
+//!
+//! Companion crates, each with its own version: `keyed-backoff-redis` (one
+//! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`
+//! (per-object backoff in kube-runtime controllers) and `fair-admission`
+//! (the server's half: API Priority and Fairness, 429 with Retry-After).
+//! [`Settings`] is client-go's rule as one validated value, shared by every
+//! builder of it in these crates.
 //!
 //! The minimum supported Rust version is 1.88; CI checks that no dependency
 //! needs a newer one. Jitter seeded with `.seed(n)` draws from SplitMix64,
@@ -117,13 +121,9 @@
 
 pub mod budget;
 pub mod clock;
-mod draws;
+pub mod draws;
 mod duration;
 mod error;
-pub mod fairness;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod fleet;
 mod keyed;
 pub mod retry;
 pub mod strategy;
@@ -133,8 +133,8 @@ pub use error::ConfigError;
 pub use keyed::GcTaskGuard;
 pub use keyed::{
     Backoff, BackoffBuilder, ClientGoRule, ClockFixed, ClockOpen, DEFAULT_SHARDS,
-    DefaultHashBuilder, EntryView, GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Snapshot,
-    SnapshotEntry, Stats, StrategyRule,
+    DefaultHashBuilder, EntryView, GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Settings,
+    Snapshot, SnapshotEntry, Stats, StrategyRule, ValidSettings,
 };
 
 /// The README's example, compiled and run as a doc test.

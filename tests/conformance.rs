@@ -2,20 +2,18 @@
 //! `flowcontrol.Backoff` (tests/data/clientgo, format in its README) and
 //! checks every result exactly.
 
-mod clientgo;
-
 use std::path::Path;
 use std::time::Duration;
 
-use clientgo::{int, nanos, traces};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
+use keyed_backoff_testkit::clientgo::{int, nanos, traces};
 use serde_json::Value;
 
 /// Builds the manager a trace's config line describes, on a fresh mock clock.
 fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {
-    let builder = Backoff::<String>::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
-        .clock(clock.clone());
+    let (initial, max) = (nanos(config, "initial_ns"), nanos(config, "max_ns"));
+    let builder = keyed_backoff_testkit::builder(initial, max, clock);
     match config.get("expire_after_ns") {
         // client-go's HasExpiredFunc, written as a closure over instants.
         Some(window) => {

@@ -1,5 +1,5 @@
 //! Property test: random configs and op sequences give the same result on
-//! the crate and on the reference model (`tests/model/mod.rs`) at every step.
+//! the crate and on the reference model (the test kit's `model`) at every step.
 //!
 //! CI runs 2,000 cases (`PROPTEST_CASES` overrides it); to run millions:
 //! `PROPTEST_CASES=1000000 cargo test --release --test model_proptest`.
@@ -7,9 +7,8 @@
 //! `tests/model_proptest.proptest-regressions`, which is committed so they are
 //! replayed first on every run.
 
-mod model;
-
-use model::{Armed, Config, Event, ExpiryKind, Op, RuleKind, Step};
+use keyed_backoff_testkit::model;
+use keyed_backoff_testkit::model::{Armed, Config, Event, ExpiryKind, Op, RuleKind, Step};
 use proptest::prelude::*;
 
 /// Durations around the scales that matter: zero, a few ns, odd values,

@@ -1,17 +1,16 @@
-//! Retry helpers and budgets, on the mock clock with a recording sleeper:
-//! nothing here waits in real time.
+//! Retry loops on the mock clock with a recording sleeper (nothing here
+//! waits in real time), and the async loop on tokio's paused time.
 
+use keyed_backoff::budget::TpsBudget;
 #[cfg(feature = "tokio")]
-#[path = "paused/mod.rs"]
-mod paused;
-
+use keyed_backoff::clock::TokioClock;
+use keyed_backoff::clock::{Clock, MockClock};
+use keyed_backoff::retry::{GaveUp, Retry, Verdict};
+use keyed_backoff::strategy::{Constant, Exponential, Strategy};
 use std::cell::Cell;
 use std::time::Duration;
 
-use keyed_backoff::budget::{AdaptiveThrottle, RetryBudget, TokenBucket, TpsBudget};
-use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::retry::{Failure, GaveUp, Retry, Verdict};
-use keyed_backoff::strategy::{Constant, Exponential, Strategy};
+const SEC: Duration = Duration::from_secs(1);
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -56,12 +55,8 @@ fn max_attempts_counts_the_first_try() {
         })
         .unwrap_err();
     assert_eq!(
-        f,
-        Failure {
-            error: "fail 3".to_string(),
-            attempts: 3,
-            reason: GaveUp::MaxAttempts
-        }
+        (f.error.as_str(), f.attempts, f.reason),
+        ("fail 3", 3, GaveUp::MaxAttempts)
     );
     assert_eq!(slept, [100 * MS, 200 * MS]);
 }
@@ -173,128 +168,55 @@ fn an_exhausted_strategy_ends_the_loop() {
 }
 
 #[cfg(feature = "tokio")]
-#[test]
-fn async_retry_under_paused_time() {
-    paused::runtime().block_on(async {
-        let s = exponential();
-        let started = tokio::time::Instant::now();
-        let ok = Retry::new(&s)
-            .max_attempts(5)
-            .run_async(|n| async move { if n < 4 { Err(n) } else { Ok(n) } })
-            .await
-            .unwrap();
-        assert_eq!(ok.attempts, 4);
-        // Paused time auto-advances through the sleeps: exactly 100+200+400 ms.
-        assert_eq!(started.elapsed(), 700 * MS);
-        let f = Retry::new(&s)
-            .max_attempts(2)
-            .run_async(|_| async { Err::<(), _>("x") })
-            .await
-            .unwrap_err();
-        assert_eq!((f.attempts, f.reason), (2, GaveUp::MaxAttempts));
-    });
+#[tokio::test(start_paused = true)]
+async fn async_retry_under_paused_time() {
+    let s = exponential();
+    let started = tokio::time::Instant::now();
+    let ok = Retry::new(&s)
+        .max_attempts(5)
+        .run_async(|n| async move { if n < 4 { Err(n) } else { Ok(n) } })
+        .await
+        .unwrap();
+    assert_eq!(ok.attempts, 4);
+    // Paused time auto-advances through the sleeps: exactly 100+200+400 ms.
+    assert_eq!(started.elapsed(), 700 * MS);
+    let f = Retry::new(&s)
+        .max_attempts(2)
+        .run_async(|_| async { Err::<(), _>("x") })
+        .await
+        .unwrap_err();
+    assert_eq!((f.attempts, f.reason), (2, GaveUp::MaxAttempts));
 }
 
 #[test]
-fn token_bucket_thresholds() {
-    // gRPC: max 10, ratio 0.1. Retries allowed while tokens > 5.
-    let b = TokenBucket::new(10.0, 0.1).unwrap();
-    assert!(b.try_retry());
-    for _ in 0..4 {
-        b.on_outcome(false);
-    }
-    assert_eq!(b.tokens(), 6.0);
-    assert!(b.try_retry());
-    b.on_outcome(false);
-    assert_eq!(b.tokens(), 5.0);
-    assert!(!b.try_retry(), "exactly max/2 is not enough");
-    b.on_outcome(true);
-    assert_eq!(b.tokens(), 5.1);
-    assert!(b.try_retry());
-    for _ in 0..100 {
-        b.on_outcome(false);
-    }
-    assert_eq!(b.tokens(), 0.0, "never below zero");
-    for _ in 0..1_000 {
-        b.on_outcome(true);
-    }
-    assert_eq!(b.tokens(), 10.0, "never above max");
-}
-
-#[test]
-fn tps_budget_honours_fractional_percentages() {
-    for (percent, requests, expected) in [
-        (0.005, 10_000, 50),
-        (0.005, 1_000, 5),
-        (0.15, 1_000, 150),
-        (0.1, 999, 99),
-    ] {
-        let b = TpsBudget::new(Duration::from_secs(10), 0, percent)
-            .unwrap()
-            .clock(MockClock::new());
-        for _ in 0..requests {
-            b.on_request();
-        }
-        let allowed = (0..100_000).take_while(|_| b.try_retry()).count();
-        assert_eq!(allowed, expected, "{percent} of {requests}");
-    }
-}
-
-#[test]
-fn tps_budget_window_slides_and_reserve_stays() {
+fn each_retry_loop_deposits_its_request_in_a_tps_budget() {
     let clock = MockClock::new();
-    let b = TpsBudget::new(Duration::from_secs(10), 1, 0.5)
+    // No floor: only requests earn retries, one per request at 100 %.
+    let tps = TpsBudget::new(10 * SEC, 0, 1.0)
         .unwrap()
         .clock(clock.clone());
-    for _ in 0..100 {
-        b.on_request();
-    }
-    assert_eq!(b.balance(), 60.0); // 10 reserve + 50 deposited
-    clock.advance(Duration::from_secs(11)); // the deposits expire
-    assert_eq!(b.balance(), 10.0);
-    let allowed = (0..100).take_while(|_| b.try_retry()).count();
-    assert_eq!(allowed, 10, "min_per_sec · ttl");
-}
-
-#[test]
-fn adaptive_throttling_matches_the_formula_within_one_percent() {
-    let clock = MockClock::new();
-    let t = AdaptiveThrottle::new(2.0)
-        .unwrap()
-        .clock(clock.clone())
-        .seed(11);
-    // 1,000 requests, 200 accepted: p = (1000 − 400) / 1001.
-    for i in 0..1_000 {
-        t.record(i % 5 == 0);
-    }
-    let p = (1_000.0 - 2.0 * 200.0) / 1_001.0;
-    assert!((t.rejection_probability() - p).abs() < 1e-12);
-    let draws = 100_000;
-    let rejected = (0..draws).filter(|_| t.should_reject()).count();
-    let rate = rejected as f64 / draws as f64;
-    assert!((rate / p - 1.0).abs() < 0.01, "rate {rate} vs {p}");
-    // Old counts leave the 2-minute window.
-    clock.advance(Duration::from_secs(121));
-    assert_eq!(t.rejection_probability(), 0.0);
-}
-
-#[test]
-fn budget_stops_a_retry_storm() {
-    let bucket = TokenBucket::new(10.0, 0.1).unwrap();
     let s = Strategy::new(Constant::new(Duration::ZERO)).unwrap();
-    // Every call fails: the bucket drains to max/2 and then refuses.
-    let mut total_attempts = 0;
-    for _ in 0..10 {
-        let f = Retry::new(&s)
-            .budget(&bucket)
-            .max_attempts(3)
-            .run(|_| {}, |_| Err::<(), _>(()))
-            .unwrap_err();
-        total_attempts += f.attempts;
-    }
-    // Each failure takes a token; a retry needs more than 5 left after it.
-    // Call 1: 10→9 retry, →8 retry, →7 attempt limit. Call 2: →6 retry,
-    // →5 refused. Calls 3–10: one attempt each, refused. 10 + 3 retries.
-    assert_eq!(total_attempts, 10 + 3);
-    assert!(!bucket.try_retry());
+    let f = Retry::new(&s)
+        .budget(&tps)
+        .max_attempts(3)
+        .run(|_| {}, |_| Err::<(), _>(()))
+        .unwrap_err();
+    // The loop's own request paid for one retry; the second was refused.
+    assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn run_async_with_the_tokio_clock_stops_at_max_elapsed_in_paused_time() {
+    let s = Strategy::new(Constant::new(5 * SEC)).expect("valid");
+    let start = tokio::time::Instant::now();
+    let failure = Retry::new(&s)
+        .clock(TokioClock)
+        .max_elapsed(10 * SEC)
+        .run_async(|_| async { Err::<(), _>("down") })
+        .await
+        .unwrap_err();
+    // Attempts at 0, 5 and 10 s; a fourth would start past 10 s.
+    assert_eq!((failure.attempts, failure.reason), (3, GaveUp::MaxElapsed));
+    assert_eq!(start.elapsed(), 10 * SEC);
 }

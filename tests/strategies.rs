@@ -1,20 +1,23 @@
 //! Strategy formulas: deterministic sequences with a seed, distributions over
-//! many draws, and the keyed manager driven by a strategy and its gate.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
-use std::time::Duration;
+//! many draws, their documented edges, and the keyed manager driven by a
+//! strategy.
 
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::strategy::{
     Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter, FullJitter,
     GoogleCloud, Hadoop, Linear, Step, Strategy, WaitBackoff,
 };
-use keyed_backoff::{Backoff, InBackoff};
+use keyed_backoff::{Backoff, MAX_BACKOFF};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
 
 const DRAWS: usize = 200_000;
+
 const MS: Duration = Duration::from_millis(1);
 
 /// `DRAWS` independent samples of delay `n` of a strategy.
@@ -379,77 +382,335 @@ fn keyed_manager_with_a_strategy() {
     );
 }
 
-#[test]
-fn remaining_and_attempts_follow_the_entry() {
-    let clock = MockClock::new();
-    let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    assert_eq!(b.remaining("k", clock.now()), None);
-    b.next("k", clock.now());
-    let t = clock.now();
-    assert_eq!(b.remaining("k", t), Some(Duration::from_secs(10)));
-    assert_eq!(
-        b.remaining("k", t - Duration::from_secs(5)),
-        Some(Duration::from_secs(15))
-    );
-    assert_eq!(b.remaining("k", t + Duration::from_secs(10)), None);
-    for probe in [0u64, 5, 9, 10, 11, 700] {
-        let at = t + Duration::from_secs(probe);
-        assert_eq!(
-            b.remaining("k", at).is_some(),
-            b.is_in_backoff_since_update("k", at),
-            "{probe}"
-        );
+mod strategies {
+
+    use std::time::Duration;
+
+    use keyed_backoff::budget::{RetryBudget, TokenBucket};
+    use keyed_backoff::strategy::{
+        Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter,
+        FullJitter, GoogleCloud, Hadoop, Linear, Step, WaitBackoff,
+    };
+    use proptest::prelude::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Every strategy family, with parameters drawn from the test's inputs
+    /// (durations in ms, factors and jitters in small ranges).
+    fn all(a: u64, b: u64, f: f64, j: f64) -> Vec<Box<dyn Step>> {
+        let (a, b) = (MS * a as u32, MS * b as u32);
+        vec![
+            Box::new(Constant::new(a)),
+            Box::new(Linear::new(a, b).cap(b * 3)),
+            Box::new(Exponential::new(a, 1.0 + f).cap(b)),
+            Box::new(FullJitter::new(a, b)),
+            Box::new(EqualJitter::new(a, b)),
+            Box::new(Decorrelated::new(a, b)),
+            Box::new(Decorrelated::new(a, b).bounded()),
+            Box::new(FactorJitter::new(a, b).factor(j * 2.0)),
+            Box::new(
+                WaitBackoff::new(a)
+                    .factor(f * 2.0)
+                    .jitter(j)
+                    .steps(6)
+                    .cap(b),
+            ),
+            Box::new(Ethernet::new(a)),
+            Box::new(Hadoop::new(a, 8).cap(b)),
+            Box::new(GoogleCloud::new().max_backoff(b)),
+            Box::new(
+                Cenkalti::new()
+                    .initial(a)
+                    .max_interval(b)
+                    .randomization(j)
+                    .multiplier(1.0 + f),
+            ),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn cap_bounds_every_delay_a_strategy_produces(
+            a in 0u64..100_000,
+            b in 0u64..100_000,
+            f in 0.0f64..2.0,
+            j in 0.0f64..1.0,
+            draws in proptest::collection::vec(0.0f64..1.0, 40),
+        ) {
+            for s in all(a, b, f, j) {
+                let cap = s.max_delay();
+                let mut previous = None;
+                let mut it = draws.iter().cycle();
+                for n in 0..40 {
+                    let Some(d) = s.delay(n, previous, &mut || *it.next().unwrap()) else { break };
+                    prop_assert!(d <= cap, "{s:?}: delay {n} = {d:?} above cap {cap:?}");
+                    previous = Some(d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cenkalti_at_duration_max_saturates_instead_of_panicking() {
+        let c = Cenkalti::new()
+            .initial(Duration::MAX)
+            .max_interval(Duration::MAX)
+            .max_elapsed(Duration::MAX);
+        for n in 0..5 {
+            let _ = c.delay(n, None, &mut || 0.5);
+        }
+    }
+
+    #[test]
+    fn cenkalti_with_a_constant_interval_stops_at_max_elapsed_like_the_sum() {
+        // With multiplier 1 the interval never changes and the elapsed sum
+        // is one multiplication; it must stop exactly where summing would.
+        let c = Cenkalti::new()
+            .multiplier(1.0)
+            .randomization(0.0)
+            .initial(Duration::from_secs(1))
+            .max_elapsed(Duration::from_secs(10));
+        let given = (0..20)
+            .take_while(|&n| c.delay(n, None, &mut || 0.0).is_some())
+            .count();
+        assert_eq!(given, 10);
+    }
+
+    #[test]
+    fn token_bucket_with_a_huge_ratio_refills_to_max_without_overflow() {
+        let b = TokenBucket::new(10.0, 1e16).expect("gRPC accepts any positive ratio");
+        for _ in 0..10 {
+            b.on_outcome(false);
+        }
+        assert!(!b.try_retry());
+        b.on_outcome(true);
+        assert_eq!(b.tokens(), 10.0);
+        assert!(b.try_retry());
     }
 }
 
-/// Two threads race `try_next` on one key while the clock stands still: in
-/// each backoff window exactly one call advances.
 #[test]
-fn the_gate_advances_exactly_once_per_window() {
+fn a_strategy_whose_limit_the_manager_cannot_count_is_refused() {
+    use keyed_backoff::strategy::{Constant, Strategy};
+    let with = |s| {
+        Backoff::<String>::with_strategy(s)
+            .build()
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    let five_thousand = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(5_000);
+    assert_eq!(with(five_thousand), Err("strategy"));
+    let none = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(0);
+    assert_eq!(with(none), Err("strategy"));
+    let at_limit = Strategy::new(Constant::new(5 * SEC))
+        .unwrap()
+        .max_attempts(4_095);
+    assert_eq!(with(at_limit), Ok(()));
+    let unlimited = Strategy::new(Constant::new(5 * SEC)).unwrap();
+    assert_eq!(with(unlimited), Ok(()));
+}
+
+/// A strategy that states no largest delay.
+#[derive(Debug, Clone)]
+struct OneSecond;
+
+impl Step for OneSecond {
+    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        Some(SEC)
+    }
+}
+
+#[test]
+fn a_strategy_that_states_no_largest_delay_is_unbounded_and_needs_a_window() {
+    assert_eq!(OneSecond.max_delay(), Duration::MAX);
+    let s = Strategy::new(OneSecond).unwrap();
+    let err = Backoff::<String>::with_strategy(s.clone())
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "expire_after");
+    let b = Backoff::<String>::with_strategy(s)
+        .expire_after(10 * SEC)
+        .build()
+        .unwrap();
+    assert_eq!(b.next_now("k"), SEC);
+}
+
+#[test]
+fn a_strategys_own_seed_drives_the_managers_draws() {
+    let jitter = || FullJitter::new(SEC, 60 * SEC);
+    let first_delays = |b: Backoff<String, MockClock>, clock: &MockClock| -> Vec<Duration> {
+        (0..32)
+            .map(|i| b.next(&format!("k{i}"), clock.now()))
+            .collect()
+    };
     let clock = MockClock::new();
-    let b = Arc::new(
-        Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(1_000))
+    let seeded_strategy =
+        Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(42))
             .clock(clock.clone())
             .build()
-            .unwrap(),
-    );
-    for window in 1..=8u32 {
-        let advanced = Arc::new(AtomicUsize::new(0));
-        let refused = Arc::new(AtomicUsize::new(0));
-        let start = Arc::new(Barrier::new(2));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let (b, clock, advanced, refused, start) = (
-                    Arc::clone(&b),
-                    clock.clone(),
-                    Arc::clone(&advanced),
-                    Arc::clone(&refused),
-                    Arc::clone(&start),
-                );
-                std::thread::spawn(move || {
-                    start.wait();
-                    for _ in 0..2_000 {
-                        match b.try_next("obj", clock.now()) {
-                            Ok(_) => advanced.fetch_add(1, Ordering::Relaxed),
-                            Err(InBackoff { remaining }) => {
-                                assert!(remaining > Duration::ZERO);
-                                refused.fetch_add(1, Ordering::Relaxed)
-                            }
-                        };
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
+            .unwrap();
+    let seeded_builder = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap())
+        .clock(clock.clone())
+        .seed(42)
+        .build()
+        .unwrap();
+    let other_seed = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(43))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let a = first_delays(seeded_strategy, &clock);
+    assert_eq!(a, first_delays(seeded_builder, &clock));
+    assert_ne!(a, first_delays(other_seed, &clock));
+}
+
+#[test]
+fn decorrelated_jitter_draws_between_base_and_three_times_the_last_delay() {
+    let base = Duration::from_millis(10);
+    for bounded in [false, true] {
+        let d = Decorrelated::new(base, 3_600 * SEC);
+        let d = if bounded { d.bounded() } else { d };
+        // The first delay is drawn from [base, 3 x base), under any seed.
+        for seed in 0..64 {
+            let first = Strategy::new(d.clone())
+                .unwrap()
+                .seed(seed)
+                .iter()
+                .next()
+                .unwrap();
+            assert!(base <= first && first < 3 * base, "{first:?}");
         }
-        assert_eq!(advanced.load(Ordering::Relaxed), 1, "window {window}");
-        assert_eq!(refused.load(Ordering::Relaxed), 3_999);
-        assert_eq!(b.attempts("obj"), window);
-        // Move to the end of the current window.
-        clock.advance(b.get("obj"));
+        let s = Strategy::new(d).unwrap().seed(7);
+        let mut previous = base;
+        for delay in s.iter().take(200) {
+            assert!(
+                base <= delay && delay < 3 * previous,
+                "{delay:?} after {previous:?}"
+            );
+            previous = delay;
+        }
     }
+}
+
+#[test]
+fn a_strategy_capped_at_the_largest_backoff_needs_no_window() {
+    let build = |cap: Duration| {
+        Backoff::<String>::with_strategy(Strategy::new(Constant::new(cap)).unwrap())
+            .build()
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    assert_eq!(build(MAX_BACKOFF), Ok(()));
+    assert_eq!(
+        build(MAX_BACKOFF + Duration::from_nanos(1)),
+        Err("expire_after")
+    );
+}
+
+#[test]
+fn a_wait_backoff_that_lands_exactly_on_its_cap_keeps_stepping() {
+    // apimachinery ends growth only when a step goes *above* the cap; a
+    // shrinking factor shows the difference.
+    let s = Strategy::new(WaitBackoff::new(4 * SEC).factor(0.5).steps(4).cap(2 * SEC)).unwrap();
+    let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
+    assert_eq!(ms, [4_000, 2_000, 1_000, 500, 250, 250]);
+}
+
+/// A formula whose validity is switched from outside, to see who asks.
+#[derive(Debug, Clone)]
+struct Switched(Arc<AtomicBool>);
+
+impl Step for Switched {
+    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
+        Some(SEC)
+    }
+    fn validate(&self) -> Result<(), keyed_backoff::ConfigError> {
+        if self.0.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(keyed_backoff::ConfigError::new("switched", "on", "off"))
+        }
+    }
+}
+
+#[test]
+fn a_strategy_reports_its_formulas_verdict() {
+    let valid = Arc::new(AtomicBool::new(true));
+    let s = Strategy::new(Switched(Arc::clone(&valid))).unwrap();
+    assert!(Step::validate(&s).is_ok());
+    valid.store(false, Ordering::Relaxed);
+    assert_eq!(Step::validate(&s).unwrap_err().field(), "switched");
+}
+
+#[test]
+fn a_jittered_wait_backoff_spreads_its_delays_above_the_duration() {
+    let firsts: Vec<Duration> = (0..32)
+        .map(|seed| {
+            let s = Strategy::new(WaitBackoff::new(SEC).jitter(0.5)).unwrap();
+            s.seed(seed).iter().next().unwrap()
+        })
+        .collect();
+    assert!(
+        firsts.iter().all(|d| (SEC..SEC * 3 / 2).contains(d)),
+        "{firsts:?}"
+    );
+    assert!(
+        firsts.iter().filter(|d| **d > SEC).count() >= 30,
+        "{firsts:?}"
+    );
+}
+
+#[test]
+fn cenkalti_sums_the_capped_intervals_it_has_waited() {
+    // Intervals 1, 2, 4, 4, ... s; the seventh delay would bring the
+    // waiting to 23 s, past the 20 s allowed.
+    let c = Cenkalti::new()
+        .initial(SEC)
+        .multiplier(2.0)
+        .max_interval(4 * SEC)
+        .randomization(0.0)
+        .max_elapsed(20 * SEC);
+    let secs: Vec<u64> = Strategy::new(c)
+        .unwrap()
+        .iter()
+        .map(|d| d.as_secs())
+        .collect();
+    assert_eq!(secs, [1, 2, 4, 4, 4, 4]);
+}
+
+#[test]
+fn cenkalti_draws_up_to_one_nanosecond_past_the_randomised_interval() {
+    // Interval 2 ns, randomization 0.5: [1, 3] ns, both ends included.
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let c = Cenkalti::new().initial(Duration::from_nanos(2));
+        let first = Strategy::new(c).unwrap().seed(seed).iter().next().unwrap();
+        seen.insert(first.as_nanos());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+}
+
+#[test]
+fn cenkalti_accepts_randomization_up_to_one() {
+    let with = |r: f64| {
+        Strategy::new(Cenkalti::new().randomization(r))
+            .map(drop)
+            .map_err(|e| e.field())
+    };
+    assert_eq!(with(1.0), Ok(()));
+    assert_eq!(with(1.0 + f64::EPSILON), Err("randomization"));
+}
+
+#[test]
+fn the_largest_delay_setters_are_kept() {
+    assert_eq!(
+        GoogleCloud::new().max_backoff(64 * SEC).max_delay(),
+        64 * SEC
+    );
+    // max_delay of Cenkalti: max(initial, max_interval) · (1 + r) + 1 ns.
+    let c = Cenkalti::new().max_interval(10 * SEC).randomization(0.0);
+    assert_eq!(c.max_delay(), 10 * SEC + Duration::from_nanos(1));
 }

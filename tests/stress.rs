@@ -14,13 +14,8 @@ const INITIAL: Duration = Duration::from_millis(10);
 const MAX: Duration = Duration::from_millis(320);
 
 fn manager(clock: &MockClock) -> Arc<Backoff<String, MockClock>> {
-    Arc::new(
-        Backoff::<String>::builder(INITIAL, MAX)
-            .clock(clock.clone())
-            .shards(4)
-            .build()
-            .expect("valid"),
-    )
+    let few_shards = keyed_backoff_testkit::builder(INITIAL, MAX, clock).shards(4);
+    Arc::new(few_shards.build().expect("valid"))
 }
 
 /// Every value client-go's rule can produce for this config.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
 
-use keyed_backoff::fairness::{Admit, Apf, LevelId, LimitResponse, Ticket};
+use fair_admission::{Admit, Apf, LevelId, LimitResponse, Ticket};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -241,7 +241,8 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
                         waiting.insert(t, req);
                         agenda.at(now + QUEUE_WAIT_MS, Event::Expire(t));
                     }
-                    Admit::Rejected(_) => refused(req, &mut requests, &mut agenda),
+                    // Rejected, or any refusal a later version adds.
+                    _ => refused(req, &mut requests, &mut agenda),
                 }
             }
             Event::Finish(ticket) => {

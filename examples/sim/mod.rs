@@ -1,12 +1,10 @@
-//! The simulation models behind `examples/simulate.rs`, shared with
-//! `tests/simulation_shape.rs`.
+//! The simulation models behind `examples/simulate.rs`, shared with the
+//! tests beside it (`examples/tests`).
 //!
 //! Closed model: Marc Brooker's "Exponential Backoff And Jitter" (AWS
 //! Architecture Blog, 2015; awslabs/aws-arch-backoff-simulator). Open model:
 //! Poisson arrivals against a fixed-capacity server, with and without a
 //! retry budget.
-
-#![allow(dead_code)] // the test uses only part of it
 
 pub mod apf;
 

@@ -9,8 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/model/mod.rs"]
-mod model;
+use keyed_backoff_testkit::model;
 
 fuzz_target!(|data: &[u8]| {
     // Panics the program provokes are caught and checked by the driver;

@@ -67,7 +67,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff};
+use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff, Settings};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{Lookup, ObjectRef};
 
@@ -134,6 +134,7 @@ where
 /// assert_eq!(c.failures + c.refusals + c.successes + c.skips, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Failures that advanced an object's backoff.
     pub failures: u64,
@@ -500,11 +501,8 @@ where
 /// ```
 #[derive(Debug, Clone)]
 pub struct ObjectBackoffBuilder<K: Lookup> {
-    initial: Duration,
-    max: Duration,
+    settings: Settings,
     dyntype: K::DynamicType,
-    reset_after: Option<Duration>,
-    jitter: Option<f64>,
     skip_while_in_backoff: bool,
 }
 
@@ -532,11 +530,8 @@ where
     /// ```
     pub fn new_with(initial: Duration, max: Duration, dyntype: K::DynamicType) -> Self {
         Self {
-            initial,
-            max,
+            settings: Settings::new(initial, max),
             dyntype,
-            reset_after: None,
-            jitter: None,
             skip_while_in_backoff: false,
         }
     }
@@ -556,7 +551,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn reset_after(mut self, window: Duration) -> Self {
-        self.reset_after = Some(window);
+        self.settings = self.settings.expire_after(window);
         self
     }
 
@@ -575,7 +570,7 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn jitter(mut self, factor: f64) -> Self {
-        self.jitter = Some(factor);
+        self.settings = self.settings.jitter(factor);
         self
     }
 
@@ -616,14 +611,9 @@ where
     /// assert!(err.to_string().contains("finite"));
     /// ```
     pub fn build(self) -> Result<ObjectBackoff<K>, ConfigError> {
-        let mut builder = Backoff::builder(self.initial, self.max).clock(TokioClock);
-        if let Some(factor) = self.jitter {
-            builder = builder.jitter(factor);
-        }
-        if let Some(window) = self.reset_after {
-            builder = builder.expire_after(window);
-        }
-        let manager = builder.build()?;
+        let manager = Backoff::from_settings(self.settings)
+            .clock(TokioClock)
+            .build()?;
         Ok(ObjectBackoff {
             shared: Arc::new(Shared {
                 manager: Arc::new(manager),
@@ -642,23 +632,3 @@ where
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
-
-#[cfg(test)]
-mod tests {
-    /// The core crate's README shows the same example (it cannot compile it
-    /// without depending on kube): this keeps the two copies identical, so
-    /// the one compiled here is the one users read there.
-    #[test]
-    fn the_core_readme_shows_the_example_compiled_here() {
-        let here = include_str!("../README.md");
-        let core = include_str!("../../README.md");
-        let snippet = |text: &'static str, fence: &str| -> &'static str {
-            let start = text.find(fence).expect("a fenced example") + fence.len();
-            let len = text[start..].find("```").expect("a closing fence");
-            &text[start..start + len]
-        };
-        let compiled = snippet(here, "```rust,no_run\n");
-        assert!(compiled.contains("ObjectBackoff::<ConfigMap>::kubelet()"));
-        assert_eq!(snippet(core, "```rust,ignore\n"), compiled);
-    }
-}

@@ -1,5 +1,6 @@
 //! `BackoffBuilder`: every setting of a [`Backoff`], validated in one place.
 
+use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -8,12 +9,13 @@ use std::time::Duration;
 use dashmap::DashMap;
 
 use super::entry::MAX_BACKOFF;
-use super::expiry::Expiry;
+use super::expiry::{Expiry, ExpiryFn};
 use super::rule::{Formula, Rule};
+use super::settings::{Settings, check_window};
 use super::store::Store;
 use super::{Backoff, DefaultHashBuilder};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{ConfigError, finite_at_least, within_max_backoff};
+use crate::error::ConfigError;
 use crate::strategy::{FactorJitter, Step, Strategy};
 
 /// Builds a [`Backoff`]; made by [`Backoff::builder`] (client-go's rule) or
@@ -51,12 +53,30 @@ pub struct BackoffBuilder<
     T = ClockOpen,
     R = ClientGoRule,
 > {
-    settings: Settings,
+    settings: BuilderSettings,
     clock: C,
     hasher: S,
-    /// `None`: client-go's default (`2·max`), resolved in `build`.
-    expiry: Option<Expiry<C::Instant>>,
+    /// A custom expiry function; replaces `settings.window` when set.
+    expiry: Option<ExpiryFn<C::Instant>>,
     types: Markers<K, T, R>,
+}
+
+impl<K, C: Clock, S, T, R> fmt::Debug for BackoffBuilder<K, C, S, T, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.settings;
+        let mut d = f.debug_struct("BackoffBuilder");
+        match &s.rule {
+            RuleSetting::ClientGo(rule) => d.field("rule", rule),
+            RuleSetting::Strategy { step, .. } => d.field("strategy", step),
+        };
+        d.field("seed", &s.seed)
+            .field("expire_after", &s.window)
+            .field("custom_expiry", &self.expiry.is_some())
+            .field("shards", &s.shards)
+            .field("capacity", &s.capacity)
+            .field("amortized_gc", &s.amortized_gc)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The key type and the two type states, held without owning any.
@@ -64,9 +84,11 @@ type Markers<K, T, R> = PhantomData<fn() -> (K, T, R)>;
 
 /// The settings whose types do not depend on the clock or the hasher, so a
 /// builder that changes type carries them over as one value.
-struct Settings {
+struct BuilderSettings {
     rule: RuleSetting,
     seed: Option<u64>,
+    /// A fixed expiry window; `None`: twice the largest delay.
+    window: Option<Duration>,
     shards: Option<usize>,
     capacity: usize,
     amortized_gc: Option<u32>,
@@ -74,12 +96,9 @@ struct Settings {
 
 /// The rule as chosen by the constructor.
 enum RuleSetting {
-    /// client-go's: `initial`, `max` and the jitter factor.
-    ClientGo {
-        initial: Duration,
-        max: Duration,
-        jitter: f64,
-    },
+    /// client-go's: `initial`, `max` and the jitter factor (its seed and
+    /// window are the builder's).
+    ClientGo(Settings),
     /// Any strategy, with its own seed if it has one.
     Strategy {
         step: Box<dyn Step>,
@@ -154,9 +173,10 @@ pub struct ClockFixed;
 impl<K, R> BackoffBuilder<K, DefaultClock, DefaultHashBuilder, ClockOpen, R> {
     fn with_rule(rule: RuleSetting) -> Self {
         BackoffBuilder {
-            settings: Settings {
+            settings: BuilderSettings {
                 rule,
                 seed: None,
+                window: None,
                 shards: None,
                 capacity: 0,
                 amortized_gc: None,
@@ -170,12 +190,13 @@ impl<K, R> BackoffBuilder<K, DefaultClock, DefaultHashBuilder, ClockOpen, R> {
 }
 
 impl<K> BackoffBuilder<K> {
-    pub(crate) fn client_go(initial: Duration, max: Duration) -> Self {
-        Self::with_rule(RuleSetting::ClientGo {
-            initial,
-            max,
-            jitter: 0.0,
-        })
+    /// client-go's rule from `settings`: its seed and window become the
+    /// builder's, checked by [`build`](Self::build) with the rest.
+    pub(crate) fn client_go(settings: Settings) -> Self {
+        let mut builder = Self::with_rule(RuleSetting::ClientGo(settings));
+        builder.settings.seed = settings.seed;
+        builder.settings.window = settings.expire_after;
+        builder
     }
 }
 
@@ -208,17 +229,13 @@ impl<K, C: Clock, S, R> BackoffBuilder<K, C, S, ClockOpen, R> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> BackoffBuilder<K, C2, S, ClockOpen, R> {
-        // A fixed window carries over; a custom expiry cannot be set here
-        // (`expiry` moves the builder to `ClockFixed`).
-        let expiry = match self.expiry {
-            Some(Expiry::After(window)) => Some(Expiry::After(window)),
-            _ => None,
-        };
+        // A fixed window is a setting and carries over; a custom expiry
+        // cannot be set yet (`expiry` moves the builder to `ClockFixed`).
         BackoffBuilder {
             settings: self.settings,
             clock,
             hasher: self.hasher,
-            expiry,
+            expiry: None,
             types: PhantomData,
         }
     }
@@ -238,8 +255,8 @@ impl<K, C: Clock, S, T> BackoffBuilder<K, C, S, T, ClientGoRule> {
     /// assert_eq!(bad.unwrap_err().field(), "jitter");
     /// ```
     pub fn jitter(mut self, factor: f64) -> Self {
-        if let RuleSetting::ClientGo { jitter, .. } = &mut self.settings.rule {
-            *jitter = factor;
+        if let RuleSetting::ClientGo(settings) = &mut self.settings.rule {
+            settings.jitter = factor;
         }
         self
     }
@@ -292,15 +309,16 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
     /// # let _ = b;
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn expiry<F>(self, has_expired: F) -> BackoffBuilder<K, C, S, ClockFixed, R>
+    pub fn expiry<F>(mut self, has_expired: F) -> BackoffBuilder<K, C, S, ClockFixed, R>
     where
         F: Fn(C::Instant, C::Instant, Duration) -> bool + Send + Sync + 'static,
     {
+        self.settings.window = None;
         BackoffBuilder {
             settings: self.settings,
             clock: self.clock,
             hasher: self.hasher,
-            expiry: Some(Expiry::Custom(Arc::new(has_expired))),
+            expiry: Some(Arc::new(has_expired)),
             types: PhantomData,
         }
     }
@@ -319,7 +337,8 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn expire_after(mut self, window: Duration) -> Self {
-        self.expiry = Some(Expiry::after(window));
+        self.settings.window = Some(window);
+        self.expiry = None;
         self
     }
 
@@ -448,22 +467,23 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
                 ));
             }
         };
-        let (formula, max, strategy_seed) = match settings.rule {
-            RuleSetting::ClientGo {
-                initial,
-                max,
-                jitter,
-            } => {
-                let initial = within_max_backoff("initial", initial)?;
-                let max = within_max_backoff("max", max)?;
-                let jitter = finite_at_least("jitter", jitter, 0.0)?;
-                let rule = FactorJitter::new(initial, max).factor(jitter);
-                (Formula::ClientGo(rule), max, None)
+        let (formula, max, strategy_seed, window) = match settings.rule {
+            RuleSetting::ClientGo(rule) => {
+                let valid = Settings {
+                    seed: settings.seed,
+                    expire_after: settings.window,
+                    ..rule
+                }
+                .validate()?;
+                let (max, window) = (valid.max(), valid.expire_after());
+                let rule = FactorJitter::new(valid.initial(), max).factor(valid.jitter());
+                (Formula::ClientGo(rule), max, None, window)
             }
             RuleSetting::Strategy { step, seed } => {
                 check_attempt_limit(step.as_ref())?;
+                let window = check_window(settings.window)?;
                 let max = step.max_delay();
-                if max > MAX_BACKOFF && self.expiry.is_none() {
+                if max > MAX_BACKOFF && window.is_none() && self.expiry.is_none() {
                     return Err(ConfigError::new(
                         "expire_after",
                         format!(
@@ -472,7 +492,7 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
                         format!("max_delay {max:?}"),
                     ));
                 }
-                (Formula::Strategy(step), max.min(MAX_BACKOFF), seed)
+                (Formula::Strategy(step), max.min(MAX_BACKOFF), seed, window)
             }
         };
         if settings.amortized_gc == Some(0) {
@@ -486,7 +506,11 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
             clock: self.clock,
             epoch,
             max,
-            expiry: self.expiry.unwrap_or_else(|| Expiry::twice_max(max)),
+            expiry: match (self.expiry, window) {
+                (Some(custom), _) => Expiry::Custom(custom),
+                (None, Some(window)) => Expiry::after(window),
+                (None, None) => Expiry::twice_max(max),
+            },
         })
     }
 }

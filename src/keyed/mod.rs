@@ -12,6 +12,7 @@ mod gate;
 mod observe;
 mod policy;
 mod rule;
+mod settings;
 mod store;
 
 use std::borrow::Borrow;
@@ -28,6 +29,7 @@ pub use builder::{
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 pub use gate::InBackoff;
 pub use observe::{EntryView, Snapshot, SnapshotEntry, Stats};
+pub use settings::{Settings, ValidSettings};
 
 use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
@@ -122,7 +124,25 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn builder(initial: Duration, max: Duration) -> BackoffBuilder<K> {
-        BackoffBuilder::client_go(initial, max)
+        BackoffBuilder::client_go(Settings::new(initial, max))
+    }
+
+    /// A builder with client-go's rule as a [`Settings`] value holds it
+    /// (`initial`, `max`, jitter, seed, expiry window): the way other
+    /// builders that keep the same settings (the Redis store's fallback,
+    /// the kube crate) make an in-process manager.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, Settings};
+    /// use std::time::{Duration, Instant};
+    /// let settings = Settings::new(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .expire_after(Duration::from_secs(600));
+    /// let b = Backoff::<String>::from_settings(settings).build()?;
+    /// assert_eq!(b.next("pod-a", Instant::now()), Duration::from_secs(10));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn from_settings(settings: Settings) -> BackoffBuilder<K> {
+        BackoffBuilder::client_go(settings)
     }
 
     /// A builder for a manager whose rule is any [`strategy`](crate::strategy)

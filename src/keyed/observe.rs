@@ -27,6 +27,7 @@ use crate::duration::saturating_nanos;
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct EntryView<K, I> {
     /// The key.
     pub key: K,
@@ -59,6 +60,7 @@ pub struct EntryView<K, I> {
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Entries held.
     pub entries: usize,

@@ -58,6 +58,7 @@ use crate::strategy::{Step, Strategy};
 /// assert_ne!(v, Verdict::Stop);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Transient: retry after the strategy's next delay.
     Retry,
@@ -75,6 +76,7 @@ pub enum Verdict {
 /// assert_eq!(GaveUp::MaxAttempts.to_string(), "attempt limit reached");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GaveUp {
     /// The error was classified permanent.
     Permanent,
@@ -118,11 +120,16 @@ pub struct Success<T> {
 /// The last error, how many attempts ran and why retrying stopped.
 ///
 /// ```
-/// use keyed_backoff::retry::{Failure, GaveUp};
-/// let f = Failure { error: "boom", attempts: 3, reason: GaveUp::MaxAttempts };
+/// use keyed_backoff::retry::{GaveUp, Retry};
+/// use keyed_backoff::strategy::{Constant, Strategy};
+/// let s = Strategy::new(Constant::new(std::time::Duration::ZERO))?;
+/// let f = Retry::new(&s).max_attempts(3).run(|_| {}, |_| Err::<(), _>("boom")).unwrap_err();
+/// assert_eq!(f.reason, GaveUp::MaxAttempts);
 /// assert_eq!(f.to_string(), "gave up after 3 attempts (attempt limit reached): boom");
+/// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Failure<E> {
     /// The error of the last attempt.
     pub error: E,
@@ -162,6 +169,18 @@ pub struct Retry<'a, E, C: Clock = DefaultClock> {
     classify: Classifier<'a, E>,
     notify: Option<Notifier<'a, E>>,
     budget: Option<&'a dyn RetryBudget>,
+}
+
+impl<E, C: Clock> fmt::Debug for Retry<'_, E, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("cap", &self.cap)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_elapsed", &self.max_elapsed)
+            .field("notify", &self.notify.is_some())
+            .field("budget", &self.budget.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a, E> Retry<'a, E> {

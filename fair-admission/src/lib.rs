@@ -1,0 +1,54 @@
+//! # fair-admission
+//!
+//! Fair admission for servers under overload: Kubernetes' API Priority and
+//! Fairness (APF) as a library, with fair queuing, shuffle sharding,
+//! priority levels and a tower layer that refuses overload with an error to
+//! answer as HTTP 429 with `Retry-After`.
+//!
+//! A server that rejects overload with 429 expects its clients to back off;
+//! APF decides *whom* to reject so that one flow offering far more than its
+//! share (an elephant) cannot starve the others (mice):
+//!
+//! - [`Dealer`] deals each flow a hand of queues by shuffle sharding, from
+//!   the hash of its flow key, exactly as Kubernetes does;
+//!   [`crush_probability`] is the exact chance that elephants cover all of a
+//!   mouse's queues.
+//! - [`Apf`] is a server's priority levels: each holds a share of the
+//!   server's seats and either rejects what does not fit or queues it, with
+//!   fair queuing between its queues; exempt levels bypass it all.
+//! - `FairnessLayer` (feature `tower`) puts an [`Apf`] in front of any tower
+//!   service and refuses overload with an error to answer as HTTP 429.
+//!
+//! The repository's `docs/fairness.md` explains the model and reproduces
+//! Kubernetes' table of crush probabilities.
+//!
+//! ```
+//! use fair_admission::{Admit, Apf, LimitResponse};
+//!
+//! let mut apf = Apf::builder(2).level("workload", 1, LimitResponse::Reject).build()?;
+//! let level = apf.level_id("workload").unwrap();
+//! let first = apf.admit(level, "alice", 1);
+//! assert!(matches!(first, Admit::Dispatched(_)));
+//! # Ok::<(), fair_admission::ConfigError>(())
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `tower` | `FairnessLayer`, the tower layer (on tokio) |
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod dealer;
+mod error;
+#[cfg(feature = "tower")]
+mod layer;
+mod queue_set;
+
+pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
+pub use error::ConfigError;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
+pub use queue_set::{Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, Rejected, Ticket};

@@ -1,0 +1,689 @@
+//! The Redis store against a real `redis-server` that this test binary
+//! starts on a free loopback port (or the one `REDIS_URL` names): needs the
+//! `redis-server` binary on the PATH.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
+use keyed_backoff::{Backoff, InBackoff};
+use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
+use keyed_backoff_testkit::clientgo::{int, nanos, traces};
+use keyed_backoff_testkit::redis_server::Server;
+use proptest::prelude::*;
+use redis::aio::ConnectionManager;
+use serde_json::Value;
+
+type Store = RedisBackoff<ConnectionManager>;
+
+/// One server for the tests that do not disturb it.
+fn shared() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(Server::start)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn connect(url: &str) -> ConnectionManager {
+    let client = redis::Client::open(url).expect("url");
+    ConnectionManager::new(client).await.expect("connect")
+}
+
+/// A prefix no other test uses.
+fn prefix(name: &str) -> String {
+    format!("test-{name}-{:x}", rand::random::<u32>())
+}
+
+// ---------------------------------------------------------------------------
+// client-go's traces, replayed on the store under a mock clock
+
+async fn replay(path: &Path, conn: &ConnectionManager) -> usize {
+    let text = std::fs::read_to_string(path).expect("read trace");
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let config: Value = serde_json::from_str(lines.next().expect("config").1).expect("json");
+    let config = &config["config"];
+    let clock = MockClock::new();
+    let mut builder = RedisBackoff::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
+        .clock(clock.clone())
+        .prefix(prefix("trace"));
+    if let Some(w) = config.get("expire_after_ns").and_then(Value::as_u64) {
+        builder = builder.expire_after(Duration::from_nanos(w));
+    }
+    let store = builder.build(conn.clone()).expect("valid config");
+    let start = clock.now();
+    let event =
+        |op: &Value| Event::between(start.offset_by_nanos(int(op, "event_ns")), clock.now());
+    let mut keys = BTreeSet::new();
+    let mut checked = 0;
+    for (n, line) in lines {
+        let op: Value = serde_json::from_str(line).expect("op json");
+        let whence = format!("{}:{}: {line}", path.display(), n + 1);
+        let key = op["key"].as_str().unwrap_or("").to_string();
+        match op["op"].as_str().expect("op") {
+            "advance" => clock.advance(nanos(&op, "ns")),
+            "next" => {
+                keys.insert(key.clone());
+                store.next(&key, event(&op)).await.expect("next");
+            }
+            "get" => {
+                assert_eq!(
+                    store.get(&key).await.expect("get"),
+                    nanos(&op, "result_ns"),
+                    "{whence}"
+                );
+                checked += 1;
+            }
+            "in_since" => {
+                let got = store
+                    .is_in_backoff_since(&key, event(&op))
+                    .await
+                    .expect("since");
+                assert_eq!(got, op["result"].as_bool().expect("result"), "{whence}");
+                checked += 1;
+            }
+            "in_since_update" => {
+                let got = store
+                    .is_in_backoff_since_update(&key, event(&op))
+                    .await
+                    .expect("update");
+                assert_eq!(got, op["result"].as_bool().expect("result"), "{whence}");
+                checked += 1;
+            }
+            "reset" | "delete" => {
+                store.reset(&key).await.expect("reset");
+            }
+            // Redis expires entries by itself; the trace's explicit GC is
+            // the same rule applied to every key now.
+            "gc" => {
+                for k in &keys {
+                    store.collect(k).await.expect("collect");
+                }
+            }
+            "len" => {
+                let mut c = conn.clone();
+                let mut live = 0;
+                for k in &keys {
+                    let exists: bool = redis::cmd("EXISTS")
+                        .arg(store.redis_key(k))
+                        .query_async(&mut c)
+                        .await
+                        .expect("exists");
+                    live += i64::from(exists);
+                }
+                assert_eq!(live, int(&op, "result"), "{whence}");
+                checked += 1;
+            }
+            other => panic!("{whence}: unknown op {other}"),
+        }
+    }
+    checked
+}
+
+#[test]
+fn every_clientgo_trace_replays_on_redis() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let paths = traces();
+        assert_eq!(paths.len(), 61);
+        let mut checked = 0;
+        for path in &paths {
+            checked += replay(path, &conn).await;
+        }
+        assert!(checked > 2_000, "only {checked} results checked");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The store and the in-process manager agree on random operation sequences
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Next(usize, i64),
+    TryNext(usize, i64),
+    Get(usize),
+    Attempts(usize),
+    Remaining(usize, i64),
+    Since(usize, i64),
+    SinceUpdate(usize, i64),
+    Reset(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0usize..3;
+    let offset = -3_000i64..3_000; // event offsets in ms around now
+    prop_oneof![
+        (0u64..40_000).prop_map(Op::Advance),
+        (key.clone(), offset.clone()).prop_map(|(k, o)| Op::Next(k, o)),
+        (key.clone(), offset.clone()).prop_map(|(k, o)| Op::TryNext(k, o)),
+        key.clone().prop_map(Op::Get),
+        key.clone().prop_map(Op::Attempts),
+        (key.clone(), offset.clone()).prop_map(|(k, o)| Op::Remaining(k, o)),
+        (key.clone(), offset.clone()).prop_map(|(k, o)| Op::Since(k, o)),
+        (key.clone(), offset).prop_map(|(k, o)| Op::SinceUpdate(k, o)),
+        key.prop_map(Op::Reset),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn the_store_agrees_with_the_in_process_manager(ops in proptest::collection::vec(op(), 1..60)) {
+        let rt = runtime();
+        rt.block_on(async {
+            let clock = MockClock::new();
+            let (initial, max) = (Duration::from_secs(1), Duration::from_secs(8));
+            let local = Backoff::<String>::builder(initial, max)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let store = RedisBackoff::builder(initial, max)
+                .clock(clock.clone())
+                .prefix(prefix("model"))
+                .build(connect(&shared().url).await)
+                .unwrap();
+            for op in ops {
+                let key = |k: usize| format!("k{k}");
+                let at = |ms: i64| clock.now().offset_by_nanos(ms * 1_000_000);
+                let event = |ms: i64| Event::between(at(ms), clock.now());
+                match op {
+                    Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                    Op::Next(k, o) => prop_assert_eq!(
+                        store.next(&key(k), event(o)).await.unwrap(),
+                        local.next(&key(k), at(o))
+                    ),
+                    Op::TryNext(k, o) => prop_assert_eq!(
+                        store.try_next(&key(k), event(o)).await.unwrap(),
+                        local.try_next(&key(k), at(o))
+                    ),
+                    Op::Get(k) => prop_assert_eq!(store.get(&key(k)).await.unwrap(), local.get(&key(k))),
+                    Op::Attempts(k) => prop_assert_eq!(
+                        store.attempts(&key(k)).await.unwrap(),
+                        local.attempts(&key(k))
+                    ),
+                    Op::Remaining(k, o) => prop_assert_eq!(
+                        store.remaining(&key(k), event(o)).await.unwrap(),
+                        local.remaining(&key(k), at(o))
+                    ),
+                    Op::Since(k, o) => prop_assert_eq!(
+                        store.is_in_backoff_since(&key(k), event(o)).await.unwrap(),
+                        local.is_in_backoff_since(&key(k), at(o))
+                    ),
+                    Op::SinceUpdate(k, o) => prop_assert_eq!(
+                        store.is_in_backoff_since_update(&key(k), event(o)).await.unwrap(),
+                        local.is_in_backoff_since_update(&key(k), at(o))
+                    ),
+                    Op::Reset(k) => prop_assert_eq!(
+                        store.reset(&key(k)).await.unwrap(),
+                        local.reset(&key(k))
+                    ),
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[test]
+fn seeded_jitter_matches_the_in_process_manager() {
+    let rt = runtime();
+    rt.block_on(async {
+        let clock = MockClock::new();
+        let (initial, max) = (Duration::from_millis(100), Duration::from_secs(3_600));
+        let local = Backoff::<String>::builder(initial, max)
+            .jitter(0.5)
+            .seed(7)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let store = RedisBackoff::builder(initial, max)
+            .jitter(0.5)
+            .seed(7)
+            .clock(clock.clone())
+            .prefix(prefix("jitter"))
+            .build(connect(&shared().url).await)
+            .unwrap();
+        let mut distinct = BTreeSet::new();
+        for _ in 0..12 {
+            let t = clock.now();
+            let got = store.next("k", Event::now()).await.unwrap();
+            assert_eq!(got, local.next("k", t));
+            distinct.insert(got);
+        }
+        assert_eq!(distinct.len(), 12, "jitter was drawn");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// A fleet: separate connections racing on shared keys
+
+#[test]
+fn a_fleet_advances_each_key_once_per_window() {
+    const REPLICAS: usize = 6;
+    const KEYS: usize = 4;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let clock = MockClock::new();
+        let prefix = prefix("fleet");
+        let mut replicas = Vec::new();
+        for _ in 0..REPLICAS {
+            let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+                .clock(clock.clone())
+                .prefix(prefix.clone())
+                .build(connect(&shared().url).await)
+                .unwrap();
+            replicas.push(Arc::new(store));
+        }
+        for window in 0..4u32 {
+            let mut tasks = Vec::new();
+            for store in &replicas {
+                let store = Arc::clone(store);
+                tasks.push(tokio::spawn(async move {
+                    let mut advanced = vec![0u32; KEYS];
+                    for round in 0..20 {
+                        let k = round % KEYS;
+                        if store
+                            .try_next(&format!("k{k}"), Event::now())
+                            .await
+                            .unwrap()
+                            .is_ok()
+                        {
+                            advanced[k] += 1;
+                        }
+                    }
+                    advanced
+                }));
+            }
+            let mut total = vec![0u32; KEYS];
+            for t in tasks {
+                for (k, n) in t.await.unwrap().into_iter().enumerate() {
+                    total[k] += n;
+                }
+            }
+            assert_eq!(total, vec![1; KEYS], "window {window}: one advance per key");
+            let store = &replicas[0];
+            for k in 0..KEYS {
+                assert_eq!(store.attempts(&format!("k{k}")).await.unwrap(), window + 1);
+            }
+            // Wait out the window: the backoff doubles each time.
+            clock.advance(Duration::from_secs(1 << window));
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Faults
+
+fn fast_manager_config() -> redis::aio::ConnectionManagerConfig {
+    redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(200)))
+        .set_response_timeout(Some(Duration::from_millis(500)))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(100))
+}
+
+fn store_on(conn: ConnectionManager, name: &str) -> Store {
+    RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .prefix(prefix(name))
+        .timeout(Duration::from_millis(300))
+        .build(conn)
+        .unwrap()
+}
+
+/// Polls `op` until it succeeds, failing after a deadline.
+async fn until_ok<T, F, Fut>(mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn a_restart_loses_entries_and_the_store_recovers() {
+    let mut server = Server::start();
+    if !server.owned() {
+        return; // REDIS_URL: not ours to restart
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let conn = ConnectionManager::new_with_config(client, fast_manager_config())
+            .await
+            .unwrap();
+        let store = store_on(conn, "restart");
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+        server.restart();
+        // Some calls fail while the connection is re-established; each
+        // fails with an error, never a made-up answer.
+        let got = until_ok(|| store.next("k", Event::now())).await;
+        // Without persistence the entry is gone: the ladder starts over.
+        assert_eq!(got, Duration::from_secs(1));
+    });
+}
+
+#[test]
+fn a_paused_server_times_out_and_then_answers_again() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let store = store_on(connect(&server.url).await, "pause");
+        store.next("k", Event::now()).await.unwrap();
+        server.pause();
+        let started = Instant::now();
+        let err = store.next("k", Event::now()).await.unwrap_err();
+        let took = started.elapsed();
+        server.resume();
+        assert!(matches!(err, StoreError::TimedOut { .. }), "{err}");
+        assert!(err.outcome_unknown());
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+        // The stalled script ran once the server woke, or not at all: either
+        // way the store answers again and the key moved at most once more.
+        let attempts = until_ok(|| store.attempts("k")).await;
+        assert!((1..=2).contains(&attempts), "{attempts}");
+    });
+}
+
+#[test]
+fn an_operation_id_makes_a_retry_safe() {
+    let rt = runtime();
+    rt.block_on(async {
+        let store = store_on(connect(&shared().url).await, "opid");
+        let id = OpId::new();
+        let first = store.next_with("k", Event::now(), id).await.unwrap();
+        let again = store.next_with("k", Event::now(), id).await.unwrap();
+        assert_eq!(
+            (first, again),
+            (Duration::from_secs(1), Duration::from_secs(1))
+        );
+        assert_eq!(store.attempts("k").await.unwrap(), 1);
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+    });
+}
+
+#[test]
+fn script_flush_is_survived() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "flush");
+        store.next("k", Event::now()).await.unwrap();
+        let mut c = conn;
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+    });
+}
+
+#[test]
+fn a_wrong_typed_key_is_reported_and_left_alone() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "wrongtype");
+        let mut c = conn;
+        let _: () = redis::cmd("SET")
+            .arg(store.redis_key("k"))
+            .arg("someone else's")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        for result in [
+            store.next("k", Event::now()).await.map(drop),
+            store.try_next("k", Event::now()).await.map(drop),
+            store.get("k").await.map(drop),
+        ] {
+            match result {
+                Err(StoreError::Corrupt { key, .. }) => assert_eq!(key, "k"),
+                other => panic!("expected Corrupt, got {other:?}"),
+            }
+        }
+        let kept: String = redis::cmd("GET")
+            .arg(store.redis_key("k"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(kept, "someone else's");
+    });
+}
+
+#[test]
+fn redis_down_at_start_is_an_error_not_a_hang() {
+    let mut server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let url = server.url.clone();
+    server.stop();
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        // Connecting eagerly fails at once…
+        assert!(
+            ConnectionManager::new_with_config(client.clone(), fast_manager_config())
+                .await
+                .is_err()
+        );
+        // …and a lazy connection makes every operation fail within its timeout.
+        let conn = ConnectionManager::new_lazy_with_config(client, fast_manager_config()).unwrap();
+        let store = store_on(conn, "down");
+        let started = Instant::now();
+        let err = store.next("k", Event::now()).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Unavailable { .. } | StoreError::TimedOut { .. }
+            ),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn entries_expire_in_redis_after_the_window_plus_max() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
+            .expire_after(Duration::from_secs(600))
+            .prefix(prefix("ttl"))
+            .build(conn.clone())
+            .unwrap();
+        store.next("k", Event::now()).await.unwrap();
+        let mut c = conn;
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(store.redis_key("k"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert!((899_000..=900_000).contains(&ttl), "{ttl}");
+    });
+}
+
+#[test]
+fn redis_time_mode_measures_ages_on_the_servers_clock() {
+    let rt = runtime();
+    rt.block_on(async {
+        let store = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
+            .prefix(prefix("time"))
+            .build(connect(&shared().url).await)
+            .unwrap();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(10)
+        );
+        // An event 11 s ago is already past the 10 s window; one 9 s ago is not.
+        assert!(
+            !store
+                .is_in_backoff_since("k", Event::ago(Duration::from_secs(11)))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .is_in_backoff_since("k", Event::ago(Duration::from_secs(9)))
+                .await
+                .unwrap()
+        );
+        let left = store
+            .remaining("k", Event::now())
+            .await
+            .unwrap()
+            .expect("in backoff");
+        assert!(
+            left > Duration::from_secs(9) && left <= Duration::from_secs(10),
+            "{left:?}"
+        );
+        assert!(matches!(
+            store.try_next("k", Event::now()).await.unwrap(),
+            Err(InBackoff { .. })
+        ));
+        assert_eq!(
+            store
+                .try_next("k", Event::ahead(Duration::from_secs(10)))
+                .await
+                .unwrap(),
+            Ok(Duration::from_secs(20))
+        );
+    });
+}
+
+#[test]
+fn bad_settings_are_refused_with_the_field() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let b = || RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60));
+        let field = |r: Result<Store, keyed_backoff::ConfigError>| r.unwrap_err().field();
+        assert_eq!(field(b().jitter(f64::NAN).build(conn.clone())), "jitter");
+        assert_eq!(field(b().prefix("").build(conn.clone())), "prefix");
+        assert_eq!(
+            field(b().timeout(Duration::ZERO).build(conn.clone())),
+            "timeout"
+        );
+        assert_eq!(
+            field(
+                b().expire_after(Duration::from_secs(100 * 86_400))
+                    .build(conn.clone())
+            ),
+            "expire_after"
+        );
+        let big = RedisBackoff::builder(Duration::from_secs(1), Duration::MAX);
+        assert_eq!(field(big.build(conn)), "max");
+    });
+}
+
+#[test]
+fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix(prefix("fallback"))
+            .timeout(Duration::from_millis(200))
+            .fallback(Duration::from_millis(300))
+            .build(connect(&server.url).await)
+            .unwrap();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(store.fallback_answers(), 0);
+        server.pause();
+        // Redis does not answer: the local manager does, with a real backoff
+        // (never zero), and keeps answering while the breaker is open.
+        let first = store.next("k", Event::now()).await.unwrap();
+        assert_eq!(
+            first,
+            Duration::from_secs(1),
+            "the local ladder starts afresh"
+        );
+        let started = Instant::now();
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "no wait on Redis while open"
+        );
+        assert_eq!(store.fallback_answers(), 2);
+        server.resume();
+        // Once the breaker closes, Redis answers again: its entry moved at
+        // most once while paused (the timed-out script may have run).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let before = store.fallback_answers();
+            let attempts = store.attempts("k").await.unwrap();
+            if store.fallback_answers() == before {
+                assert!((1..=2).contains(&attempts), "{attempts}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "Redis never took over again");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+#[test]
+fn without_a_fallback_a_failure_is_an_error() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let store = store_on(connect(&server.url).await, "closed");
+        store.next("k", Event::now()).await.unwrap();
+        server.pause();
+        let got = store.get("k").await;
+        server.resume();
+        assert!(matches!(got, Err(StoreError::TimedOut { .. })), "{got:?}");
+        assert_eq!(store.fallback_answers(), 0);
+    });
+}

@@ -1,0 +1,174 @@
+//! The gate (`try_next`): one advance per backoff window however often a
+//! key is retried, the wait left and the attempts it reports, and a
+//! controller's error policy on tokio's paused time.
+
+#[cfg(feature = "tokio")]
+use keyed_backoff::clock::TokioClock;
+use keyed_backoff::clock::{Clock, MockClock};
+use keyed_backoff::{Backoff, InBackoff};
+use keyed_backoff_testkit as testkit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// Two threads race `try_next` on one key while the clock stands still: in
+/// each backoff window exactly one call advances.
+#[test]
+fn the_gate_advances_exactly_once_per_window() {
+    let clock = MockClock::new();
+    let b = Arc::new(
+        Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(1_000))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    for window in 1..=8u32 {
+        let advanced = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let start = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, clock, advanced, refused, start) = (
+                    Arc::clone(&b),
+                    clock.clone(),
+                    Arc::clone(&advanced),
+                    Arc::clone(&refused),
+                    Arc::clone(&start),
+                );
+                std::thread::spawn(move || {
+                    start.wait();
+                    for _ in 0..2_000 {
+                        match b.try_next("obj", clock.now()) {
+                            Ok(_) => advanced.fetch_add(1, Ordering::Relaxed),
+                            Err(InBackoff { remaining }) => {
+                                assert!(remaining > Duration::ZERO);
+                                refused.fetch_add(1, Ordering::Relaxed)
+                            }
+                        };
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(advanced.load(Ordering::Relaxed), 1, "window {window}");
+        assert_eq!(refused.load(Ordering::Relaxed), 3_999);
+        assert_eq!(b.attempts("obj"), window);
+        // Move to the end of the current window.
+        clock.advance(b.get("obj"));
+    }
+}
+
+#[test]
+fn remaining_and_attempts_follow_the_entry() {
+    let clock = MockClock::new();
+    let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(b.remaining("k", clock.now()), None);
+    b.next("k", clock.now());
+    let t = clock.now();
+    assert_eq!(b.remaining("k", t), Some(Duration::from_secs(10)));
+    assert_eq!(
+        b.remaining("k", t - Duration::from_secs(5)),
+        Some(Duration::from_secs(15))
+    );
+    assert_eq!(b.remaining("k", t + Duration::from_secs(10)), None);
+    for probe in [0u64, 5, 9, 10, 11, 700] {
+        let at = t + Duration::from_secs(probe);
+        assert_eq!(
+            b.remaining("k", at).is_some(),
+            b.is_in_backoff_since_update("k", at),
+            "{probe}"
+        );
+    }
+}
+
+#[test]
+fn the_gate_on_the_clocks_now_refuses_inside_the_window() {
+    let clock = MockClock::new();
+    let b = testkit::manager(SEC, 60 * SEC, &clock);
+    assert_eq!(b.try_next_now("k"), Ok(SEC));
+    clock.advance(SEC / 4);
+    let refused = b.try_next_now("k").unwrap_err();
+    assert_eq!(refused.remaining, SEC * 3 / 4);
+}
+
+#[cfg(feature = "tokio")]
+/// Reconciles `key` until it has run `runs` times; `fails(n)` says whether
+/// the n-th reconcile (1-based) fails. Errors requeue at the gate's delay, a
+/// success resets the key. Returns the virtual times of each reconcile.
+async fn reconcile_loop(
+    b: &Backoff<String, TokioClock>,
+    key: &str,
+    runs: usize,
+    fails: impl Fn(usize) -> bool,
+) -> Vec<Duration> {
+    let start = tokio::time::Instant::now();
+    let mut at = Vec::new();
+    for n in 1..=runs {
+        at.push(start.elapsed());
+        if fails(n) {
+            let delay = match b.try_next_now(key) {
+                Ok(d) => d,
+                Err(InBackoff { remaining }) => remaining,
+            };
+            tokio::time::sleep(delay).await;
+        } else {
+            b.reset(key);
+            // The next change arrives a minute later.
+            tokio::time::sleep(60 * SEC).await;
+        }
+    }
+    at
+}
+
+#[cfg(feature = "tokio")]
+/// Initial 1 s, max 16 s, on tokio's clock.
+fn tokio_manager() -> Backoff<String, TokioClock> {
+    Backoff::<String>::builder(SEC, 16 * SEC)
+        .clock(TokioClock)
+        .build()
+        .expect("valid")
+}
+
+#[cfg(feature = "tokio")]
+fn gaps(at: &[Duration]) -> Vec<u64> {
+    at.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect()
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn an_always_failing_object_backs_off_1_2_4_8_16_16_seconds_in_paused_time() {
+    let b = tokio_manager();
+    let at = reconcile_loop(&b, "default/broken", 7, |_| true).await;
+    assert_eq!(gaps(&at), [1, 2, 4, 8, 16, 16]);
+    assert_eq!(b.attempts("default/broken"), 7);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn a_recovering_object_backs_off_1_2_4_then_starts_over() {
+    let b = tokio_manager();
+    // Fails three times, succeeds, then fails twice more.
+    let at = reconcile_loop(&b, "default/flaky", 7, |n| n != 4).await;
+    assert_eq!(gaps(&at), [1, 2, 4, 60, 1, 2]);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn an_early_requeue_waits_out_the_window_without_counting() {
+    let b = tokio_manager();
+    assert_eq!(b.try_next_now("obj"), Ok(SEC));
+    assert_eq!(b.try_next_now("obj"), Err(InBackoff { remaining: SEC }));
+    tokio::time::advance(SEC / 2).await;
+    // A watch event half-way through: refused with the rest, not counted.
+    assert_eq!(b.try_next_now("obj"), Err(InBackoff { remaining: SEC / 2 }));
+    assert_eq!(b.attempts("obj"), 1);
+    tokio::time::advance(SEC / 2).await;
+    assert_eq!(b.try_next_now("obj"), Ok(2 * SEC));
+}
