@@ -52,3 +52,8 @@ pub use error::ConfigError;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
 pub use queue_set::{Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, Rejected, Ticket};
+
+/// The README's example, compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// caller can act on; none means "no backoff".
 ///
 /// ```
-/// use keyed_backoff::fleet::StoreError;
+/// use keyed_backoff_redis::StoreError;
 /// use std::time::Duration;
 /// let e = StoreError::TimedOut { after: Duration::from_millis(250) };
 /// assert!(e.outcome_unknown());
@@ -24,7 +24,7 @@ pub enum StoreError {
     },
     /// No answer within the timeout. The script may still have run: the
     /// outcome is unknown (retry `next` with the same
-    /// [`OpId`](super::OpId) to be safe).
+    /// [`OpId`](crate::OpId) to be safe).
     TimedOut {
         /// The configured timeout.
         after: Duration,
@@ -50,7 +50,7 @@ impl StoreError {
     /// (only a timeout).
     ///
     /// ```
-    /// use keyed_backoff::fleet::StoreError;
+    /// use keyed_backoff_redis::StoreError;
     /// assert!(!StoreError::Unavailable { detail: "refused".into() }.outcome_unknown());
     /// ```
     pub fn outcome_unknown(&self) -> bool {

@@ -382,3 +382,8 @@ where
         }
     }
 }
+
+/// The README's example, compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -3,9 +3,17 @@
 //! backoff and for how long, and what the gate decides.
 //!
 //! No map, no lock and no clock lives here: callers read the clock and hold
-//! whatever lock they need, then ask the policy. Every store (the in-process
-//! map, and any other) decides by these functions, so each rule is written
-//! once. Times are [`Tick`]s: signed nanoseconds from the manager's epoch.
+//! whatever lock they need, then ask the policy. The in-process map decides
+//! by these functions, so each rule is written once in Rust. Times are
+//! [`Tick`]s: signed nanoseconds from the manager's epoch.
+//!
+//! One store cannot call them: Redis runs Lua, so the `keyed-backoff-redis`
+//! crate's script (`entry.lua`) restates these rules. The restatement is
+//! checked against client-go itself: that crate's `tests/store.rs`
+//! (`every_clientgo_trace_replays_on_redis`) replays every trace of
+//! `tests/data/clientgo` on a real redis-server, as this crate's
+//! `tests/conformance.rs` replays them here. Change a rule here and the
+//! script with it, or those traces fail.
 
 use std::time::Duration;
 
