@@ -115,7 +115,7 @@ impl RedisBackoffBuilder {
     }
 
     /// The longest an operation may take before it fails with
-    /// [`StoreError::TimedOut`]. Default 250 ms; from 1 ms to 1 hour.
+    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut). Default 250 ms; from 1 ms to 1 hour.
     ///
     /// ```
     /// use keyed_backoff_redis::RedisBackoff;
