@@ -671,6 +671,42 @@ fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
 }
 
 #[test]
+fn the_fallback_draws_its_jitter_from_the_stores_seed() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let (initial, max) = (Duration::from_secs(1), Duration::from_secs(60));
+        let store = RedisBackoff::builder(initial, max)
+            .jitter(0.5)
+            .seed(7)
+            .prefix(prefix("fallback-seed"))
+            .timeout(Duration::from_millis(200))
+            .fallback(Duration::from_secs(60))
+            .build(connect(&server.url).await)
+            .unwrap();
+        server.pause();
+        let mut answered = Vec::new();
+        for _ in 0..6 {
+            answered.push(store.next("k", Event::now()).await.unwrap());
+        }
+        server.resume();
+        assert_eq!(store.fallback_answers(), 6);
+        // The same settings in process: the same seed gives the same ladder.
+        let local = Backoff::<String>::builder(initial, max)
+            .jitter(0.5)
+            .seed(7)
+            .build()
+            .unwrap();
+        let now = std::time::Instant::now();
+        let expected: Vec<Duration> = (0..6).map(|_| local.next("k", now)).collect();
+        assert_eq!(answered, expected);
+    });
+}
+
+#[test]
 fn without_a_fallback_a_failure_is_an_error() {
     let server = Server::start();
     if !server.owned() {

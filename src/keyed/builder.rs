@@ -96,8 +96,9 @@ struct BuilderSettings {
 
 /// The rule as chosen by the constructor.
 enum RuleSetting {
-    /// client-go's: `initial`, `max` and the jitter factor (its seed and
-    /// window are the builder's).
+    /// client-go's: `initial`, `max` and the jitter factor. Its `seed` and
+    /// `expire_after` are always `None`: the builder holds them for every
+    /// rule, and `build` puts them back before validating.
     ClientGo(Settings),
     /// Any strategy, with its own seed if it has one.
     Strategy {
@@ -193,7 +194,15 @@ impl<K> BackoffBuilder<K> {
     /// client-go's rule from `settings`: its seed and window become the
     /// builder's, checked by [`build`](Self::build) with the rest.
     pub(crate) fn client_go(settings: Settings) -> Self {
-        let mut builder = Self::with_rule(RuleSetting::ClientGo(settings));
+        // The seed and the window are the builder's, whatever the rule: move
+        // them out, so that the rule keeps only `initial`, `max`, `jitter`
+        // and nothing is held twice.
+        let rule = Settings {
+            seed: None,
+            expire_after: None,
+            ..settings
+        };
+        let mut builder = Self::with_rule(RuleSetting::ClientGo(rule));
         builder.settings.seed = settings.seed;
         builder.settings.window = settings.expire_after;
         builder
