@@ -7,8 +7,12 @@
 //! Needs a cluster (the current kubeconfig context or the in-cluster
 //! service account); with TLS, which kube leaves to the application:
 //!
+//! With `--features prometheus-client` it prints the metrics text after each
+//! run (a real operator serves it on `/metrics`); with `--features tracing`
+//! the crate's events go to any `tracing` subscriber the application sets.
+//!
 //! ```text
-//! cargo run -p keyed-backoff-kube --example configmap --features kube/rustls-tls,kube/ring -- default
+//! cargo run -p keyed-backoff-kube --example configmap --features kube/rustls-tls,kube/ring,prometheus-client -- default
 //! kubectl create configmap broken --from-literal=valid=false
 //! kubectl label configmap broken keyed-backoff.example/demo=1
 //! ```
@@ -67,6 +71,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    #[cfg(feature = "prometheus-client")]
+    let registry = {
+        let mut registry = prometheus_client::registry::Registry::default();
+        backoff.register(&mut registry, "configmap-demo");
+        registry
+    };
     let _gc = backoff.spawn_gc(Duration::from_secs(60))?;
     let ctx = Arc::new(Ctx {
         backoff: backoff.clone(),
@@ -85,6 +95,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "  totals: {} failures, {} early runs not counted, {} successes",
                 c.failures, c.refusals, c.successes
             );
+            #[cfg(feature = "prometheus-client")]
+            {
+                let mut text = String::new();
+                prometheus_client::encoding::text::encode(&mut text, &registry)
+                    .expect("writing to a String cannot fail");
+                print!("{text}");
+            }
             async {}
         })
         .await;

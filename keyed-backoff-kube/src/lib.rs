@@ -3,7 +3,7 @@
 //! kube-runtime's `error_policy` is synchronous, is not told how many times
 //! an object has failed, and never hears about successes; its scheduler also
 //! lets a watch event cut an error requeue short. [`ObjectBackoff`] keeps one
-//! [`keyed_backoff::Backoff`] entry per [`ObjectRef`] and plugs into
+//! [`keyed_backoff::Backoff`] entry per object and plugs into
 //! [`Controller::run`](kube::runtime::Controller::run) with two calls:
 //!
 //! - [`ObjectBackoff::error_policy`] requeues a failed object after its next
@@ -11,10 +11,36 @@
 //!   comes early (a watch event during backoff) as a new one: such a run is
 //!   requeued at the wait that was left.
 //! - [`ObjectBackoff::reconciler`] wraps the reconcile function: a success
-//!   resets the object's backoff, and (opt-in,
-//!   [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff))
+//!   resets the object's backoff; a panic fails only its own object (it
+//!   becomes [`ReconcileError::Panicked`], backed off like an error); and
+//!   (opt-in, [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff))
 //!   a run triggered while the object is still in backoff skips the body and
 //!   requeues at the wait left.
+//!
+//! # Whose backoff
+//!
+//! An object's backoff belongs to its uid ([`ObjectKey`]), as the kubelet's
+//! belongs to the pod's uid: an object deleted and created again under the
+//! same name starts at the initial delay. The old uid's entry is forgotten
+//! after the reset window and removed by GC ([`ObjectBackoff::spawn_gc`]),
+//! or at once with [`ObjectBackoff::forget`].
+//!
+//! # Presets
+//!
+//! | preset | per object | whole controller | source |
+//! |---|---|---|---|
+//! | [`kubelet`](ObjectBackoff::kubelet) | 10 s doubling to 300 s, reset after 600 s | none | kubelet CrashLoopBackOff |
+//! | [`workqueue`](ObjectBackoff::workqueue) | 5 ms doubling to 1000 s | token bucket 10/s, burst 100 | client-go `DefaultTypedControllerRateLimiter` |
+//! | [`controller_runtime`](ObjectBackoff::controller_runtime) | 5 ms doubling to 1000 s | none | controller-runtime's default with its priority queue |
+//!
+//! # Observability
+//!
+//! [`counters`](ObjectBackoff::counters) are always kept. With the
+//! `prometheus-client` feature, [`register`](ObjectBackoff::register) exports
+//! them to a `prometheus_client` registry under controller-runtime's names;
+//! with the `tracing` feature, failures, refusals, skips, resets and panics
+//! are `tracing` events carrying the object. Without the features neither
+//! costs anything.
 //!
 //! Time is [`TokioClock`], so tokio's paused time drives the backoff in tests
 //! exactly as it drives the controller's scheduler.
@@ -57,9 +83,18 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod bucket;
+mod error;
+mod events;
+mod key;
+#[cfg(feature = "prometheus-client")]
+mod metrics;
 
 use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -69,13 +104,18 @@ use futures::future::BoxFuture;
 use keyed_backoff::clock::{Clock, TokioClock};
 use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff, Settings};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{Lookup, ObjectRef};
+use kube::runtime::reflector::Lookup;
 
+use bucket::{Bucket, BucketLimit};
+use events::event;
+
+pub use error::ReconcileError;
+pub use key::ObjectKey;
 pub use keyed_backoff;
 
-/// The manager type behind an [`ObjectBackoff`]: one entry per object, on
-/// tokio's clock.
-pub type ObjectManager<K> = Backoff<ObjectRef<K>, TokioClock>;
+/// The manager type behind an [`ObjectBackoff`]: one entry per object
+/// identity (reference and uid), on tokio's clock.
+pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
 
 /// One exponential backoff per Kubernetes object, for a kube-runtime
 /// `Controller`. Cheap to clone (clones share the state), so it can live in
@@ -95,12 +135,16 @@ pub struct ObjectBackoff<K: Lookup> {
 
 struct Shared<K: Lookup> {
     manager: Arc<ObjectManager<K>>,
+    /// The controller-wide bucket, if any: every counted failure takes a
+    /// token from it.
+    bucket: Option<Bucket>,
     dyntype: K::DynamicType,
     skip_while_in_backoff: bool,
     failures: AtomicU64,
     refusals: AtomicU64,
     successes: AtomicU64,
     skips: AtomicU64,
+    panics: AtomicU64,
 }
 
 impl<K: Lookup> Clone for ObjectBackoff<K> {
@@ -120,6 +164,10 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectBackoff")
             .field("manager", &self.shared.manager)
+            .field(
+                "overall_rate_limit",
+                &self.shared.bucket.as_ref().map(Bucket::limit),
+            )
             .field("skip_while_in_backoff", &self.shared.skip_while_in_backoff)
             .field("counters", &self.counters())
             .finish()
@@ -131,12 +179,13 @@ where
 /// ```
 /// use keyed_backoff_kube::Counters;
 /// let c = Counters::default();
-/// assert_eq!(c.failures + c.refusals + c.successes + c.skips, 0);
+/// assert_eq!(c.failures + c.refusals + c.successes + c.skips + c.panics, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
-    /// Failures that advanced an object's backoff.
+    /// Failures that advanced an object's backoff (each is a retry with
+    /// backoff: `workqueue_retries_total`).
     pub failures: u64,
     /// Failures that came while the object was still in backoff (an early
     /// run, such as one a watch event triggered): requeued at the wait left,
@@ -147,7 +196,14 @@ pub struct Counters {
     /// Runs whose body was skipped because the object was still in backoff
     /// (only with [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff)).
     pub skips: u64,
+    /// Reconciles that panicked (each is also a failure or a refusal when
+    /// the error policy sees it).
+    pub panics: u64,
 }
+
+/// client-go's per-item exponential limiter bounds: 5 ms doubling to 1000 s.
+const WORKQUEUE_INITIAL: Duration = Duration::from_millis(5);
+const WORKQUEUE_MAX: Duration = Duration::from_secs(1000);
 
 impl<K> ObjectBackoff<K>
 where
@@ -155,7 +211,8 @@ where
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
 {
     /// The kubelet's CrashLoopBackOff: 10 s doubling to 300 s, forgotten
-    /// after 600 s without a failure (twice the cap, client-go's rule).
+    /// after 600 s without a failure (twice the cap, client-go's rule). No
+    /// controller-wide limit.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -177,10 +234,19 @@ where
             .expect("the kubelet's settings are valid")
     }
 
-    /// client-go workqueue's per-item exponential rate limiter, the default
-    /// of Go controllers: 5 ms doubling to 1000 s. The workqueue forgets an
-    /// item only when told of a success; here a success resets it too, and an
-    /// object that has not failed for 2000 s (twice the cap) starts over.
+    /// client-go's default controller rate limiter
+    /// (`workqueue.DefaultTypedControllerRateLimiter`), the default of Go
+    /// controllers built on client-go: the longer of a per-object
+    /// exponential backoff (5 ms doubling to 1000 s) and a token bucket
+    /// shared by all objects of the controller (10 per second, burst 100).
+    ///
+    /// When many objects fail together (an API outage, a broken webhook),
+    /// the first 100 are requeued after 5 ms and the rest are spread at 10
+    /// per second: 5,000 objects take about 490 s to be retried once.
+    ///
+    /// The workqueue forgets an object only when told of a success; here a
+    /// success resets it too, and an object that has not failed for 2000 s
+    /// (twice the cap) starts over.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -190,16 +256,53 @@ where
     /// use kube::runtime::controller::Action;
     /// use std::time::Duration;
     /// let b = ObjectBackoff::<ConfigMap>::workqueue();
-    /// let mut cm = ConfigMap::default();
-    /// cm.metadata.name = Some("app".into());
-    /// assert_eq!(b.on_error(&cm), Action::requeue(Duration::from_millis(5)));
-    /// assert_eq!(b.manager().max(), Duration::from_secs(1000));
+    /// let requeues: Vec<Action> = (0..101)
+    ///     .map(|i| {
+    ///         let mut cm = ConfigMap::default();
+    ///         cm.metadata.name = Some(format!("app-{i}"));
+    ///         b.on_error(&cm)
+    ///     })
+    ///     .collect();
+    /// // The burst of 100 at the per-object 5 ms, then the bucket's pace.
+    /// assert_eq!(requeues[99], Action::requeue(Duration::from_millis(5)));
+    /// assert_eq!(requeues[100], Action::requeue(Duration::from_millis(100)));
     /// # }
     /// ```
     pub fn workqueue() -> Self {
-        Self::builder(Duration::from_millis(5), Duration::from_secs(1000))
+        Self::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
+            .overall_rate_limit(10.0, 100)
             .build()
             .expect("the workqueue's settings are valid")
+    }
+
+    /// controller-runtime's default when its priority queue is on
+    /// (controller-runtime 0.20 and later; the default queue since 0.23):
+    /// client-go's per-object exponential limiter alone, 5 ms doubling to
+    /// 1000 s, with no controller-wide bucket. Reset as
+    /// [`workqueue`](Self::workqueue).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::time::Duration;
+    /// let b = ObjectBackoff::<ConfigMap>::controller_runtime();
+    /// let last = (0..1000)
+    ///     .map(|i| {
+    ///         let mut cm = ConfigMap::default();
+    ///         cm.metadata.name = Some(format!("app-{i}"));
+    ///         b.on_error(&cm)
+    ///     })
+    ///     .last();
+    /// assert_eq!(last, Some(Action::requeue(Duration::from_millis(5))));
+    /// # }
+    /// ```
+    pub fn controller_runtime() -> Self {
+        Self::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
+            .build()
+            .expect("controller-runtime's settings are valid")
     }
 
     /// A builder: backoff starts at `initial` and doubles up to `max`.
@@ -226,17 +329,18 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    fn key(&self, obj: &K) -> ObjectRef<K> {
-        obj.to_object_ref(self.shared.dyntype.clone())
+    fn key(&self, obj: &K) -> ObjectKey<K> {
+        ObjectKey::new(obj, self.shared.dyntype.clone())
     }
 
     /// Records a failed reconcile of `obj` and says when to run it again.
     ///
     /// If the object is out of backoff, its backoff advances (the first
     /// failure gets the initial delay, each next one twice the last, up to
-    /// the cap) and the object is requeued after it. If it is still in
-    /// backoff (the run came early, typically from a watch event), the
-    /// failure is not counted and the object is requeued at the wait left.
+    /// the cap) and the object is requeued after it, or later if the
+    /// controller-wide bucket has no token left. If it is still in backoff
+    /// (the run came early, typically from a watch event), the failure is
+    /// not counted and the object is requeued at the wait left.
     /// Use it in a hand-written error policy; [`error_policy`](Self::error_policy)
     /// is exactly this.
     ///
@@ -259,13 +363,36 @@ where
     /// # }
     /// ```
     pub fn on_error(&self, obj: &K) -> Action {
-        match self.shared.manager.try_next_now(&self.key(obj)) {
+        let key = self.key(obj);
+        let manager = &self.shared.manager;
+        let now = manager.clock().now();
+        match manager.try_next(&key, now) {
             Ok(delay) => {
                 self.shared.failures.fetch_add(1, Ordering::Relaxed);
-                Action::requeue(delay)
+                let queued = self
+                    .shared
+                    .bucket
+                    .as_ref()
+                    .map_or(Duration::ZERO, |bucket| bucket.reserve(now));
+                let wait = delay.max(queued);
+                event!(
+                    warn,
+                    object = %key,
+                    attempts = manager.attempts(&key),
+                    backoff_ms = delay.as_millis() as u64,
+                    requeue_ms = wait.as_millis() as u64,
+                    "reconcile failed; requeued after its backoff"
+                );
+                Action::requeue(wait)
             }
             Err(InBackoff { remaining }) => {
                 self.shared.refusals.fetch_add(1, Ordering::Relaxed);
+                event!(
+                    debug,
+                    object = %key,
+                    remaining_ms = remaining.as_millis() as u64,
+                    "reconcile failed during its backoff; not counted, requeued at the wait left"
+                );
                 Action::requeue(remaining)
             }
         }
@@ -292,9 +419,33 @@ where
         self.succeeded(&self.key(obj));
     }
 
-    fn succeeded(&self, key: &ObjectRef<K>) {
+    fn succeeded(&self, key: &ObjectKey<K>) {
         self.shared.successes.fetch_add(1, Ordering::Relaxed);
-        self.shared.manager.reset(key);
+        if self.shared.manager.reset(key) {
+            event!(debug, object = %key, "reconcile succeeded; backoff reset");
+        }
+    }
+
+    /// Drops `obj`'s entry without counting a success, for an object that
+    /// was deleted: its memory is freed now instead of at the next GC after
+    /// the reset window. Returns whether there was an entry.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// assert!(backoff.forget(&cm));
+    /// assert!(backoff.manager().is_empty());
+    /// assert_eq!(backoff.counters().successes, 0);
+    /// # }
+    /// ```
+    pub fn forget(&self, obj: &K) -> bool {
+        self.shared.manager.reset(&self.key(obj))
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
@@ -318,7 +469,7 @@ where
         self.remaining_of(&self.key(obj))
     }
 
-    fn remaining_of(&self, key: &ObjectRef<K>) -> Option<Duration> {
+    fn remaining_of(&self, key: &ObjectKey<K>) -> Option<Duration> {
         let manager = &self.shared.manager;
         manager.remaining(key, manager.clock().now())
     }
@@ -342,7 +493,7 @@ where
     }
 
     /// The totals so far: failures counted, early failures refused,
-    /// successes, skipped runs.
+    /// successes, skipped runs, panics.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -365,6 +516,7 @@ where
             refusals: s.refusals.load(Ordering::Relaxed),
             successes: s.successes.load(Ordering::Relaxed),
             skips: s.skips.load(Ordering::Relaxed),
+            panics: s.panics.load(Ordering::Relaxed),
         }
     }
 
@@ -382,9 +534,10 @@ where
         &self.shared.manager
     }
 
-    /// Removes forgotten entries every `interval` from a tokio task, on
-    /// tokio's clock, until the guard is dropped. Must be called inside a
-    /// tokio runtime; `interval` must be greater than zero.
+    /// Removes forgotten entries (including those of deleted or recreated
+    /// objects' old uids) every `interval` from a tokio task, on tokio's
+    /// clock, until the guard is dropped. Outside a tokio runtime, or with
+    /// a zero `interval`, returns an error.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -428,10 +581,16 @@ where
     }
 
     /// Wraps a reconcile function for [`Controller::run`](kube::runtime::Controller::run):
-    /// a success resets the object's backoff; with
-    /// [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff),
-    /// a run while the object is still in backoff does not call `reconcile`
-    /// and requeues at the wait left.
+    ///
+    /// - a success resets the object's backoff;
+    /// - an error is returned as [`ReconcileError::Reconcile`];
+    /// - a panic, whether in the call or while the future runs, is caught,
+    ///   counted, and returned as [`ReconcileError::Panicked`], so the error
+    ///   policy backs that object off and the controller keeps reconciling
+    ///   every other object;
+    /// - with [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff),
+    ///   a run while the object is still in backoff does not call
+    ///   `reconcile` and requeues at the wait left.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -440,15 +599,23 @@ where
     /// use keyed_backoff_kube::ObjectBackoff;
     /// use kube::runtime::controller::Action;
     /// use std::sync::Arc;
-    /// async fn reconcile(_: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, std::io::Error> {
+    /// async fn reconcile(cm: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, std::io::Error> {
+    ///     if cm.data.is_none() {
+    ///         panic!("no data");
+    ///     }
     ///     Ok(Action::await_change())
     /// }
     /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut wrapped = backoff.reconciler(reconcile);
     /// let mut cm = ConfigMap::default();
     /// cm.metadata.name = Some("app".into());
+    /// let err = wrapped(Arc::new(cm.clone()), Arc::new(())).await.unwrap_err();
+    /// assert!(err.is_panic());
+    /// assert_eq!(backoff.counters().panics, 1);
+    ///
     /// backoff.on_error(&cm);
-    /// assert_eq!(backoff.attempts(&cm), 1);
-    /// let mut wrapped = backoff.reconciler(reconcile);
+    /// cm.data = Some(Default::default());
+    /// # tokio::time::advance(std::time::Duration::from_secs(10)).await;
     /// wrapped(Arc::new(cm.clone()), Arc::new(())).await.unwrap();
     /// assert_eq!(backoff.attempts(&cm), 0);
     /// # }
@@ -456,7 +623,8 @@ where
     pub fn reconciler<Ctx, E, F, Fut>(
         &self,
         mut reconcile: F,
-    ) -> impl FnMut(Arc<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + use<K, Ctx, E, F, Fut>
+    ) -> impl FnMut(Arc<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, ReconcileError<E>>>
+    + use<K, Ctx, E, F, Fut>
     where
         F: FnMut(Arc<K>, Arc<Ctx>) -> Fut,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
@@ -471,19 +639,45 @@ where
                 && let Some(wait) = this.remaining_of(&key)
             {
                 this.shared.skips.fetch_add(1, Ordering::Relaxed);
+                event!(
+                    debug,
+                    object = %key,
+                    remaining_ms = wait.as_millis() as u64,
+                    "run skipped: the object is in backoff"
+                );
                 return futures::future::ready(Ok(Action::requeue(wait))).boxed();
             }
-            let run = reconcile(obj, ctx);
+            // A panic in the call itself (before any future exists) is
+            // caught as one in the future is.
+            let run = std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj, ctx)));
             let this = this.clone();
             async move {
-                let outcome = run.await;
-                if outcome.is_ok() {
-                    this.succeeded(&key);
+                let outcome = match run {
+                    Ok(run) => AssertUnwindSafe(run).catch_unwind().await,
+                    Err(payload) => Err(payload),
+                };
+                match outcome {
+                    Ok(Ok(action)) => {
+                        this.succeeded(&key);
+                        Ok(action)
+                    }
+                    Ok(Err(e)) => Err(ReconcileError::Reconcile(e)),
+                    Err(payload) => {
+                        this.shared.panics.fetch_add(1, Ordering::Relaxed);
+                        let message = error::panic_message(&*payload);
+                        event!(error, object = %key, panic = %message, "reconcile panicked");
+                        Err(ReconcileError::Panicked(message))
+                    }
                 }
-                outcome
             }
             .boxed()
         }
+    }
+
+    /// Objects whose backoff window has not ended now.
+    #[cfg(feature = "prometheus-client")]
+    fn in_backoff(&self) -> usize {
+        self.shared.manager.stats().in_backoff
     }
 }
 
@@ -502,6 +696,7 @@ where
 #[derive(Debug, Clone)]
 pub struct ObjectBackoffBuilder<K: Lookup> {
     settings: Settings,
+    bucket: Option<BucketLimit>,
     dyntype: K::DynamicType,
     skip_while_in_backoff: bool,
 }
@@ -531,6 +726,7 @@ where
     pub fn new_with(initial: Duration, max: Duration, dyntype: K::DynamicType) -> Self {
         Self {
             settings: Settings::new(initial, max),
+            bucket: None,
             dyntype,
             skip_while_in_backoff: false,
         }
@@ -574,6 +770,28 @@ where
         self
     }
 
+    /// A token bucket shared by every object of the controller, as client-go's
+    /// `BucketRateLimiter`: each counted failure takes a token, and is
+    /// requeued after the longer of its own backoff and the wait for its
+    /// token. The bucket starts full with `burst` tokens and refills at
+    /// `per_second`. `build` checks both (`per_second` finite in (0, 1e9],
+    /// `burst` at least 1).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let err = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .overall_rate_limit(0.0, 10)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "overall_rate_limit.per_second");
+    /// ```
+    pub fn overall_rate_limit(mut self, per_second: f64, burst: u32) -> Self {
+        self.bucket = Some(BucketLimit { per_second, burst });
+        self
+    }
+
     /// With `true`, a run of an object that is still in backoff (triggered
     /// by a watch event, a related object, or another requeue) skips the
     /// reconcile body and requeues at the wait left, so no event can make a
@@ -597,7 +815,8 @@ where
 
     /// Checks the settings and builds; errors name the field and its
     /// allowed range, as the core builder's do (`initial`, `max`, `jitter`,
-    /// and `expire_after` for the reset window).
+    /// `expire_after` for the reset window, and
+    /// `overall_rate_limit.per_second` / `.burst`).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -614,15 +833,18 @@ where
         let manager = Backoff::from_settings(self.settings)
             .clock(TokioClock)
             .build()?;
+        let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff {
             shared: Arc::new(Shared {
                 manager: Arc::new(manager),
+                bucket: bucket.map(Bucket::new),
                 dyntype: self.dyntype,
                 skip_while_in_backoff: self.skip_while_in_backoff,
                 failures: AtomicU64::new(0),
                 refusals: AtomicU64::new(0),
                 successes: AtomicU64::new(0),
                 skips: AtomicU64::new(0),
+                panics: AtomicU64::new(0),
             }),
         })
     }

@@ -1,205 +1,21 @@
 //! A real kube-runtime `Controller` against a mocked API server, under
 //! tokio's paused time: the exact reconcile timeline of each object.
 
-use std::collections::HashMap;
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+mod support;
+
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::StreamExt;
-use futures::channel::mpsc;
-use http::{Request, Response};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
-use k8s_openapi::api::core::v1::ConfigMap;
-use keyed_backoff_kube::{Counters, ObjectBackoff};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
-use kube::{Api, Client};
-use tokio::time::Instant;
+use keyed_backoff_kube::Counters;
+use kube::runtime::controller::Action;
+use support::{ApiServer, Ctx, configmap, gaps, one_to_sixteen, run_controller, with_uid};
 
-type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-fn configmap(name: &str, resource_version: u32) -> ConfigMap {
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.to_owned());
-    cm.metadata.namespace = Some("default".to_owned());
-    cm.metadata.resource_version = Some(resource_version.to_string());
-    cm.metadata.uid = Some(format!("uid-{name}"));
-    cm
-}
-
-/// What the mocked API server holds: the objects its list returns, and
-/// watch events (`MODIFIED`) to send at given times after the start.
-struct ApiServer {
-    objects: Vec<ConfigMap>,
-    modified_at: Vec<(Duration, String)>,
-}
-
-impl ApiServer {
-    /// Answers the controller's list and watch requests until the test ends.
-    async fn serve(
-        self,
-        mut handle: tower_test::mock::Handle<Request<kube::client::Body>, Response<Body>>,
-    ) {
-        let t0 = Instant::now();
-        let mut events = Some(self.modified_at);
-        while let Some((request, respond)) = handle.next_request().await {
-            let query = request.uri().query().unwrap_or_default().to_owned();
-            assert!(
-                request
-                    .uri()
-                    .path()
-                    .ends_with("/namespaces/default/configmaps"),
-                "unexpected request {}",
-                request.uri()
-            );
-            if query.contains("watch=true") {
-                let (tx, rx) = mpsc::unbounded::<Result<http_body::Frame<Bytes>, Infallible>>();
-                let scheduled = events.take().unwrap_or_default();
-                tokio::spawn(async move {
-                    for (i, (at, name)) in scheduled.into_iter().enumerate() {
-                        tokio::time::sleep_until(t0 + at).await;
-                        let event = serde_json::json!({
-                            "type": "MODIFIED",
-                            "object": configmap(&name, 100 + i as u32),
-                        });
-                        let mut line = serde_json::to_vec(&event).unwrap();
-                        line.push(b'\n');
-                        tx.unbounded_send(Ok(http_body::Frame::data(Bytes::from(line))))
-                            .unwrap();
-                    }
-                    // The watch stays open for the rest of the test.
-                    std::future::pending::<()>().await;
-                    drop(tx);
-                });
-                respond.send_response(Response::new(StreamBody::new(rx).boxed_unsync()));
-            } else {
-                let list = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMapList",
-                    "metadata": { "resourceVersion": "1" },
-                    "items": self.objects,
-                });
-                let body =
-                    Full::new(Bytes::from(serde_json::to_vec(&list).unwrap())).boxed_unsync();
-                respond.send_response(Response::new(body));
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Failed;
-
-impl std::fmt::Display for Failed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("reconcile failed")
-    }
-}
-
-impl std::error::Error for Failed {}
-
-/// The controller's context: each object's scripted outcomes (failures
-/// before success, then failures again) and the log of reconcile bodies run.
-struct Ctx {
-    t0: Instant,
-    /// Per object: outcomes in order (`true` = success); after the list
-    /// runs out, every run fails.
-    script: HashMap<String, Vec<bool>>,
-    runs: Mutex<Vec<(String, Duration)>>,
-}
-
-impl Ctx {
-    fn new(script: &[(&str, &[bool])]) -> Arc<Self> {
-        Arc::new(Self {
-            t0: Instant::now(),
-            script: script
-                .iter()
-                .map(|(n, s)| ((*n).to_owned(), s.to_vec()))
-                .collect(),
-            runs: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// The times (seconds after the start) at which `name`'s body ran.
-    fn timeline(&self, name: &str) -> Vec<f64> {
-        let runs = self.runs.lock().unwrap();
-        runs.iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, at)| at.as_secs_f64())
-            .collect()
-    }
-}
-
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Failed> {
-    let name = cm.metadata.name.clone().unwrap();
-    let run = {
-        let mut runs = ctx.runs.lock().unwrap();
-        runs.push((name.clone(), ctx.t0.elapsed()));
-        runs.iter().filter(|(n, _)| *n == name).count() - 1
-    };
-    let succeeds = ctx
-        .script
-        .get(&name)
-        .and_then(|s| s.get(run))
-        .copied()
-        .unwrap_or(false);
-    if succeeds {
-        Ok(Action::await_change())
-    } else {
-        Err(Failed)
-    }
-}
-
-/// Runs a Controller over `server` with `backoff` for `horizon` of paused
-/// time and returns the context with its log.
-async fn run_controller(
-    server: ApiServer,
-    backoff: &ObjectBackoff<ConfigMap>,
-    script: &[(&str, &[bool])],
-    horizon: Duration,
-) -> Arc<Ctx> {
-    let (service, handle) = tower_test::mock::pair::<Request<kube::client::Body>, Response<Body>>();
-    tokio::spawn(server.serve(handle));
-    let client = Client::new(service, "default");
-    let ctx = Ctx::new(script);
-    let controller = Controller::new(
-        Api::<ConfigMap>::namespaced(client, "default"),
-        watcher::Config::default(),
-    )
-    .run(
-        backoff.reconciler(reconcile),
-        backoff.error_policy(),
-        Arc::clone(&ctx),
-    )
-    .for_each(|_| async {});
-    let task = tokio::spawn(controller);
-    tokio::time::sleep(horizon).await;
-    task.abort();
-    ctx
-}
-
-fn one_to_sixteen(skip: bool) -> ObjectBackoff<ConfigMap> {
-    ObjectBackoff::builder(Duration::from_secs(1), Duration::from_secs(16))
-        .skip_while_in_backoff(skip)
-        .build()
-        .unwrap()
-}
-
-fn gaps(timeline: &[f64]) -> Vec<f64> {
-    timeline.windows(2).map(|w| w[1] - w[0]).collect()
-}
+const SECOND: Duration = Duration::from_secs(1);
 
 #[tokio::test(start_paused = true)]
 async fn an_object_that_always_fails_backs_off_doubling_to_the_cap() {
     let backoff = one_to_sixteen(false);
-    let server = ApiServer {
-        objects: vec![configmap("broken", 1)],
-        modified_at: vec![],
-    };
-    let ctx = run_controller(server, &backoff, &[], Duration::from_secs(60)).await;
+    let server = ApiServer::new(vec![configmap("broken", 1)]);
+    let ctx = run_controller(server, &backoff, Ctx::new(&[], &[]), 60 * SECOND).await;
     let timeline = ctx.timeline("broken");
     assert_eq!(timeline, [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 47.0]);
     assert_eq!(gaps(&timeline), [1.0, 2.0, 4.0, 8.0, 16.0, 16.0]);
@@ -215,12 +31,10 @@ async fn an_object_that_recovers_is_reset_and_starts_over_at_the_initial_delay()
     let backoff = one_to_sixteen(false);
     // Fails three times, succeeds, then (after a watch event at 20 s) fails
     // again: the new failures start at 1 s, not where the old ones stopped.
-    let server = ApiServer {
-        objects: vec![configmap("flaky", 1), configmap("broken", 1)],
-        modified_at: vec![(Duration::from_secs(20), "flaky".to_owned())],
-    };
+    let server = ApiServer::new(vec![configmap("flaky", 1), configmap("broken", 1)])
+        .modified(20 * SECOND, "flaky");
     let script: &[(&str, &[bool])] = &[("flaky", &[false, false, false, true])];
-    let ctx = run_controller(server, &backoff, script, Duration::from_secs(40)).await;
+    let ctx = run_controller(server, &backoff, Ctx::new(script, &[]), 40 * SECOND).await;
     let flaky = ctx.timeline("flaky");
     assert_eq!(flaky, [0.0, 1.0, 3.0, 7.0, 20.0, 21.0, 23.0, 27.0, 35.0]);
     assert_eq!(gaps(&flaky[..4]), [1.0, 2.0, 4.0]);
@@ -232,15 +46,44 @@ async fn an_object_that_recovers_is_reset_and_starts_over_at_the_initial_delay()
     assert_eq!(backoff.attempts(&configmap("flaky", 1)), 5);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_object_recreated_under_the_same_name_starts_at_the_initial_delay() {
+    let backoff = one_to_sixteen(false);
+    // `app` fails from the start and has reached a 16 s backoff by 15 s; at
+    // 20 s it is deleted and created again (a new uid), and the new object
+    // fails too.
+    let old = with_uid("app", 1, "uid-old");
+    let new = with_uid("app", 50, "uid-new");
+    let server = ApiServer::new(vec![old.clone()])
+        .event(20 * SECOND, "DELETED", with_uid("app", 49, "uid-old"))
+        .event(20 * SECOND, "ADDED", new.clone());
+    let ctx = run_controller(server, &backoff, Ctx::new(&[], &[]), 40 * SECOND).await;
+    let timeline = ctx.timeline("app");
+    // The old object's ladder, then the new one's from the initial delay
+    // (not a refusal until 31 s, where the old backoff would have ended).
+    assert_eq!(
+        timeline,
+        [0.0, 1.0, 3.0, 7.0, 15.0, 20.0, 21.0, 23.0, 27.0, 35.0]
+    );
+    assert_eq!(gaps(&timeline[5..]), [1.0, 2.0, 4.0, 8.0]);
+    let first_requeue_of_new = ctx.requeues.lock().unwrap()[5].clone();
+    assert_eq!(first_requeue_of_new.2, Action::requeue(SECOND));
+    assert_eq!(backoff.counters().refusals, 0);
+    // Two entries: the old uid's is forgotten after its window and
+    // collected by GC; `forget` drops it at once.
+    assert_eq!((backoff.attempts(&old), backoff.attempts(&new)), (5, 5));
+    assert_eq!(backoff.manager().len(), 2);
+    assert!(backoff.forget(&old));
+    assert_eq!(backoff.manager().len(), 1);
+    assert_eq!(backoff.attempts(&new), 5);
+}
+
 /// An object that always fails gets a watch event at 2 s: it failed at 1 s
 /// and is due again at 3 s. Returns its reconcile timeline and the counters.
 async fn touched_during_backoff(skip: bool) -> (Vec<f64>, Counters, u32) {
     let backoff = one_to_sixteen(skip);
-    let server = ApiServer {
-        objects: vec![configmap("touched", 1)],
-        modified_at: vec![(Duration::from_secs(2), "touched".to_owned())],
-    };
-    let ctx = run_controller(server, &backoff, &[], Duration::from_secs(60)).await;
+    let server = ApiServer::new(vec![configmap("touched", 1)]).modified(2 * SECOND, "touched");
+    let ctx = run_controller(server, &backoff, Ctx::new(&[], &[]), 60 * SECOND).await;
     let attempts = backoff.attempts(&configmap("touched", 1));
     (ctx.timeline("touched"), backoff.counters(), attempts)
 }
@@ -259,6 +102,73 @@ async fn with_skipping_a_watch_event_during_backoff_does_not_run_the_body() {
     assert_eq!(timeline, [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 47.0]);
     assert_eq!((c.failures, c.refusals, c.skips), (7, 0, 1));
     assert_eq!(attempts, 7);
+}
+
+/// kubernetes#132805: in Kubernetes' own controllers every trigger of a
+/// failing object goes through the rate limiter, so watch events that
+/// arrive during backoff each count as a failure and the backoff grows
+/// faster than exponentially. Here an object that always fails is touched
+/// every 700 ms for 40 s: it runs on every event, yet each counted failure
+/// doubles the last backoff exactly once.
+#[tokio::test(start_paused = true)]
+async fn watch_events_during_backoff_leave_the_ladder_at_one_doubling_per_failure() {
+    let backoff = one_to_sixteen(false);
+    let mut server = ApiServer::new(vec![configmap("busy", 1)]);
+    for i in 1..=57 {
+        server = server.modified(Duration::from_millis(700 * i), "busy");
+    }
+    let ctx = run_controller(server, &backoff, Ctx::new(&[], &[]), 45 * SECOND).await;
+    let requeues = ctx.requeues.lock().unwrap().clone();
+    // The counted failures: those after which attempts grew.
+    let mut counted = Vec::new();
+    let mut last = 0;
+    for (_, at, action, attempts) in &requeues {
+        if *attempts > last {
+            counted.push((at.as_secs_f64(), action.clone()));
+            last = *attempts;
+        }
+    }
+    let times: Vec<f64> = counted.iter().map(|(t, _)| *t).collect();
+    assert_eq!(times, [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
+    let delays: Vec<Action> = counted.into_iter().map(|(_, a)| a).collect();
+    let ladder: Vec<Action> = [1, 2, 4, 8, 16, 16]
+        .map(|s| Action::requeue(Duration::from_secs(s)))
+        .to_vec();
+    assert_eq!(delays, ladder);
+    // Every event ran the object and was refused, not counted.
+    let c = backoff.counters();
+    assert_eq!(c.failures, 6);
+    assert!(c.refusals >= 50, "{c:?}");
+    assert_eq!(c.failures + c.refusals, requeues.len() as u64);
+    assert_eq!(backoff.attempts(&configmap("busy", 1)), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_reconcile_fails_only_its_object_and_is_backed_off() {
+    let backoff = one_to_sixteen(false);
+    let server = ApiServer::new(vec![
+        configmap("panicky", 1),
+        configmap("broken", 1),
+        configmap("flaky", 1),
+    ]);
+    let script: &[(&str, &[bool])] = &[("flaky", &[false, false, true])];
+    let ctx = run_controller(
+        server,
+        &backoff,
+        Ctx::new(script, &["panicky"]),
+        40 * SECOND,
+    )
+    .await;
+    // The others run on their own schedule, as if nothing panicked.
+    assert_eq!(ctx.timeline("broken"), [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
+    assert_eq!(ctx.timeline("flaky"), [0.0, 1.0, 3.0]);
+    // The panicking object is retried with growing delays.
+    let panicky = ctx.timeline("panicky");
+    assert_eq!(panicky, [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
+    assert_eq!(gaps(&panicky), [1.0, 2.0, 4.0, 8.0, 16.0]);
+    let c = backoff.counters();
+    assert_eq!((c.panics, c.failures, c.successes), (6, 6 + 6 + 2, 1));
+    assert_eq!(backoff.attempts(&configmap("panicky", 1)), 6);
 }
 
 #[tokio::test(start_paused = true)]
