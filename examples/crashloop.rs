@@ -172,12 +172,12 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
             let State::Exited { at, refusal_shown } = c.state else {
                 continue;
             };
-            // The kubelet's check, keyed on the container's finish time.
-            if backoff.is_in_backoff_since(&c.key, at) {
+            // The kubelet's check, keyed on the container's finish time:
+            // the wait left counted from the exit.
+            if let Some(remaining) = backoff.remaining_since(&c.key, at) {
                 total_refusals += 1;
                 if c.featured && !refusal_shown {
                     let current = backoff.get(&c.key);
-                    let remaining = current.saturating_sub(now.saturating_duration_since(at));
                     let ran = c.run_time().unwrap_or_default();
                     println!(
                         "[{}] {:?}: exited after running {} s; restart refused: back-off {} s counted from the exit, {} s remaining",

@@ -391,6 +391,25 @@ impl Sub<Duration> for MockInstant {
     }
 }
 
+/// The time from `earlier` to `self`, zero if `earlier` is later, as
+/// `std::time::Instant`'s subtraction.
+///
+/// ```
+/// use keyed_backoff::clock::{Clock, MockClock};
+/// use std::time::Duration;
+/// let clock = MockClock::new();
+/// let start = clock.now();
+/// clock.advance(Duration::from_secs(3));
+/// assert_eq!(clock.now() - start, Duration::from_secs(3));
+/// assert_eq!(start - clock.now(), Duration::ZERO);
+/// ```
+impl Sub<MockInstant> for MockInstant {
+    type Output = Duration;
+    fn sub(self, earlier: MockInstant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
 impl ClockInstant for MockInstant {
     #[inline]
     fn saturating_duration_since(&self, earlier: Self) -> Duration {

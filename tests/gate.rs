@@ -172,3 +172,70 @@ async fn an_early_requeue_waits_out_the_window_without_counting() {
     tokio::time::advance(SEC / 2).await;
     assert_eq!(b.try_next_now("obj"), Ok(2 * SEC));
 }
+
+mod remaining_since {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A manager's history: settings, then `next` calls at offsets (ns)
+    /// from the start, then an event at an offset.
+    fn history() -> impl Strategy<Value = (u64, u64, Option<u64>, Vec<u64>, u64)> {
+        let ns = prop_oneof![0u64..50, 50u64..5_000, 1_000_000_000u64..400_000_000_000];
+        (
+            1u64..2_000,
+            1u64..20_000,
+            prop::option::of(1u64..50_000),
+            prop::collection::vec(ns.clone(), 0..6),
+            ns,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// At every instant probed (random ones and each side of the
+        /// boundaries), `remaining_since` is `Some` exactly when
+        /// `is_in_backoff_since` holds, equals `get − (now − event)`, and
+        /// the window ends exactly where it says.
+        #[test]
+        fn agrees_with_is_in_backoff_since_at_every_instant(
+            (initial, max, window, updates, event) in history(),
+            probes in prop::collection::vec(0u64..60_000, 1..40),
+        ) {
+            let clock = MockClock::new();
+            let t0 = clock.now();
+            let at = |ns: u64| t0 + Duration::from_nanos(ns);
+            let mut builder = Backoff::<String>::builder(
+                Duration::from_nanos(initial),
+                Duration::from_nanos(initial.max(max)),
+            )
+            .clock(clock.clone());
+            if let Some(w) = window {
+                builder = builder.expire_after(Duration::from_nanos(w));
+            }
+            let b = builder.build().unwrap();
+            let mut updates = updates;
+            updates.sort_unstable();
+            for u in &updates {
+                clock.set(at(*u));
+                b.next("k", at(*u));
+            }
+            let last = updates.last().copied().unwrap_or(0);
+            let event_at = at(event);
+            let backoff = b.get("k").as_nanos() as u64;
+            let mut instants: Vec<u64> = probes.iter().map(|p| last + p).collect();
+            let edge = event.saturating_add(backoff);
+            instants.extend([edge.saturating_sub(1), edge, edge + 1, event, last]);
+            instants.sort_unstable();
+            for t in instants.into_iter().filter(|t| *t >= last) {
+                clock.set(at(t));
+                let left = b.remaining_since("k", event_at);
+                prop_assert_eq!(left.is_some(), b.is_in_backoff_since("k", event_at), "t = {}", t);
+                if let Some(left) = left {
+                    let expected = i128::from(backoff) - (i128::from(t) - i128::from(event));
+                    prop_assert_eq!(left.as_nanos() as i128, expected, "t = {}", t);
+                }
+            }
+        }
+    }
+}

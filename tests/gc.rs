@@ -90,6 +90,23 @@ async fn gc_task_runs_on_interval_and_stops_when_dropped() {
     );
 }
 
+#[cfg(feature = "tokio")]
+#[test]
+fn a_gc_task_outside_a_runtime_or_without_timers_is_an_error_not_a_panic() {
+    let b = holding_a_stale_key();
+    let outside = b.spawn_gc_task(Duration::from_secs(30)).unwrap_err();
+    assert_eq!(outside.field(), "runtime");
+    let no_timers = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = no_timers
+        .block_on(async { b.spawn_gc_task(Duration::from_secs(30)) })
+        .unwrap_err();
+    assert_eq!(err.field(), "runtime");
+    assert!(err.to_string().contains("enable_time"), "{err}");
+    assert_eq!(Arc::weak_count(&b), 0, "nothing was started");
+}
+
 /// A manager whose one entry has passed its 10 s window.
 #[cfg(feature = "tokio")]
 fn holding_a_stale_key() -> Arc<Backoff<String, MockClock>> {

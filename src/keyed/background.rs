@@ -215,8 +215,10 @@ where
 
     /// Runs [`gc`](Self::gc) every `interval` from a tokio task (the sweep
     /// itself runs on the blocking pool, so async workers are never held up)
-    /// until the returned handle is dropped or the manager is. Must be
-    /// called inside a tokio runtime. `interval` must be greater than zero.
+    /// until the returned handle is dropped or the manager is. `interval`
+    /// must be greater than zero, and the call must be made inside a tokio
+    /// runtime with its time driver on (`enable_time`): otherwise it
+    /// returns an error naming `runtime` and starts nothing.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -228,13 +230,28 @@ where
     /// drop(gc); // aborts the task
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// # }).unwrap();
+    /// // Outside a runtime: an error, not a panic.
+    /// # let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300)).unwrap());
+    /// assert_eq!(b.spawn_gc_task(Duration::from_secs(60)).unwrap_err().field(), "runtime");
     /// ```
     #[cfg(feature = "tokio")]
     pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
         let interval = positive(interval)?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| ConfigError::new("runtime", "a call inside a tokio runtime", e))?;
+        // A runtime built without `enable_time` panics on the first timer;
+        // find out here, in the caller's context, instead of in the task.
+        let _probe = runtime.enter();
+        let mut ticks =
+            std::panic::catch_unwind(|| tokio::time::interval(interval)).map_err(|_| {
+                ConfigError::new(
+                    "runtime",
+                    "a tokio runtime with its time driver (enable_time)",
+                    "timers disabled",
+                )
+            })?;
         let weak: Weak<Self> = Arc::downgrade(self);
-        let task = tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(interval);
+        let task = runtime.spawn(async move {
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             ticks.tick().await; // the first tick is immediate
             loop {

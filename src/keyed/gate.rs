@@ -92,6 +92,52 @@ where
         policy::remaining(&self.judge(), self.store.get(key)?, self.tick(now))
     }
 
+    /// The wait left at the clock's now before a backoff counted from
+    /// `event_time` ends, or `None` when there is none: the kubelet's "how
+    /// long until this container may restart", with `event_time` its exit.
+    ///
+    /// It is `get(key) − (now − event_time)` while positive, and `None` for
+    /// a missing key or one expired as of `event_time`. At every instant,
+    /// `remaining_since(key, t).is_some()` equals
+    /// [`is_in_backoff_since(key, t)`](Self::is_in_backoff_since). Compare
+    /// [`remaining`](Self::remaining), which counts from the key's last
+    /// update instead.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// b.next("c", clock.now()); // the container starts: 10 s backoff
+    /// clock.advance(Duration::from_secs(3));
+    /// let exit = clock.now(); // it exits after 3 s
+    /// clock.advance(Duration::from_secs(2));
+    /// // No restart before 10 s after the exit: 8 s left.
+    /// assert_eq!(b.remaining_since("c", exit), Some(Duration::from_secs(8)));
+    /// // `remaining` counts from the start instead.
+    /// assert_eq!(b.remaining("c", clock.now()), Some(Duration::from_secs(5)));
+    /// clock.advance(Duration::from_secs(8));
+    /// assert_eq!(b.remaining_since("c", exit), None);
+    /// assert!(!b.is_in_backoff_since("c", exit));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn remaining_since<Q>(&self, key: &Q, event_time: C::Instant) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.enter();
+        policy::remaining_since(
+            &self.judge(),
+            self.store.get(key)?,
+            self.tick(event_time),
+            self.now_tick(),
+        )
+    }
+
     /// The atomic gate: in one operation under the key's lock, refuse with
     /// the remaining wait if the key is in backoff at `now`, otherwise
     /// advance it (as `next(key, now)`) and return the new backoff.

@@ -106,8 +106,23 @@ pub(crate) fn in_backoff_since_update(stale: &impl Staleness, entry: Entry, even
     remaining(stale, entry, event).is_some()
 }
 
+/// The wait left at `now` of a backoff counted from `event`:
+/// `backoff − (now − event)` while positive, unless stale as of `event`.
+#[inline]
+pub(crate) fn remaining_since(
+    stale: &impl Staleness,
+    entry: Entry,
+    event: Tick,
+    now: Tick,
+) -> Option<Duration> {
+    if expired(stale, entry, event) {
+        return None;
+    }
+    positive_nanos(i128::from(entry.backoff_ns()) - now.since(event))
+}
+
 /// client-go's `IsInBackOffSince`: `now − event < backoff`, unless stale as
-/// of `event`.
+/// of `event`; that is, a wait is left counted from `event`.
 #[inline]
 pub(crate) fn in_backoff_since(
     stale: &impl Staleness,
@@ -115,7 +130,7 @@ pub(crate) fn in_backoff_since(
     event: Tick,
     now: Tick,
 ) -> bool {
-    !expired(stale, entry, event) && now.since(event) < i128::from(entry.backoff_ns())
+    remaining_since(stale, entry, event, now).is_some()
 }
 
 /// The gate: refuse with the remaining wait if `old` is in backoff at
@@ -222,6 +237,30 @@ mod tests {
         // An event in the future is in backoff; its staleness is judged on it.
         assert!(in_backoff_since(&W, x, Tick(90), Tick(0)));
         assert!(!in_backoff_since(&W, x, Tick(101), Tick(0)));
+    }
+
+    #[test]
+    fn remaining_since_counts_down_from_the_event() {
+        let x = e(0, 30, 1);
+        assert_eq!(
+            remaining_since(&W, x, Tick(50), Tick(50)),
+            Some(Duration::from_nanos(30))
+        );
+        assert_eq!(
+            remaining_since(&W, x, Tick(50), Tick(79)),
+            Some(Duration::from_nanos(1))
+        );
+        assert_eq!(remaining_since(&W, x, Tick(50), Tick(80)), None);
+        // An event ahead of now: more than the backoff is left.
+        assert_eq!(
+            remaining_since(&W, x, Tick(90), Tick(80)),
+            Some(Duration::from_nanos(40))
+        );
+        // Stale as of the event: nothing left.
+        assert_eq!(
+            remaining_since(&Window(5), e(0, 1_000, 1), Tick(6), Tick(6)),
+            None
+        );
     }
 
     #[test]
