@@ -239,3 +239,81 @@ mod remaining_since {
         }
     }
 }
+
+#[cfg(feature = "tokio")]
+mod waiting {
+    use super::*;
+    use tokio::time::Instant;
+
+    fn tokio_manager() -> Arc<Backoff<String, TokioClock>> {
+        Arc::new(
+            Backoff::<String>::builder(SEC, Duration::from_secs(60))
+                .clock(TokioClock)
+                .build()
+                .unwrap(),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn until_ready_follows_a_key_advanced_while_it_sleeps() {
+        let b = tokio_manager();
+        b.next_now("k"); // 1 s
+        let start = Instant::now();
+        let other = Arc::clone(&b);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            other.next_now("k"); // 2 s from 0.5 s: ends at 2.5 s
+        });
+        b.until_ready("k").await;
+        assert_eq!(start.elapsed(), Duration::from_millis(2_500));
+        assert_eq!(
+            b.remaining_since("k", Instant::now()),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(b.remaining("k", Instant::now()), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn racing_waiters_pass_one_per_window() {
+        let b = tokio_manager();
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move {
+                    let backoff = b.until_ready_then_next("k").await;
+                    (start.elapsed(), backoff)
+                })
+            })
+            .collect();
+        let mut passed = Vec::new();
+        for t in tasks {
+            passed.push(t.await.unwrap());
+        }
+        passed.sort();
+        // One at once, then one at the end of each window: 1, 2, 4 s.
+        let secs = |s: u64| Duration::from_secs(s);
+        assert_eq!(
+            passed,
+            [
+                (secs(0), secs(1)),
+                (secs(1), secs(2)),
+                (secs(3), secs(4)),
+                (secs(7), secs(8))
+            ]
+        );
+        assert_eq!(b.attempts("k"), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_changes_nothing() {
+        let b = tokio_manager();
+        b.next_now("k");
+        let waiting =
+            tokio::time::timeout(Duration::from_millis(300), b.until_ready_then_next("k")).await;
+        assert!(waiting.is_err(), "still in backoff at 0.3 s");
+        assert_eq!(b.attempts("k"), 1);
+        assert_eq!(b.until_ready_then_next("k").await, Duration::from_secs(2));
+        assert_eq!(b.attempts("k"), 2);
+    }
+}

@@ -220,3 +220,28 @@ async fn run_async_with_the_tokio_clock_stops_at_max_elapsed_in_paused_time() {
     assert_eq!((failure.attempts, failure.reason), (3, GaveUp::MaxElapsed));
     assert_eq!(start.elapsed(), 10 * SEC);
 }
+
+/// A retry loop owns its strategy's delays and, given an `Arc`, its budget:
+/// it moves into a spawned task as is, and the budget it shares with the
+/// spawner bounds its retries.
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn a_retry_with_a_shared_budget_moves_into_a_spawned_task() {
+    use keyed_backoff::budget::TokenBucket;
+    use keyed_backoff::retry::{GaveUp, Retry};
+    use keyed_backoff::strategy::{Constant, Strategy};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let budget = Arc::new(TokenBucket::new(6.0, 0.1).unwrap()); // retries while tokens > 3
+    // Built in a scope the strategy does not outlive.
+    let retry: Retry<'static, &str> = {
+        let strategy = Strategy::new(Constant::new(Duration::from_secs(1))).unwrap();
+        Retry::new(&strategy).budget(Arc::clone(&budget))
+    };
+    let task = tokio::spawn(retry.run_async(|_| async { Err::<(), _>("down") }));
+    let failed = task.await.unwrap().unwrap_err();
+    // Three failures take the bucket from 6 to 3: the third is not retried.
+    assert_eq!((failed.attempts, failed.reason), (3, GaveUp::Budget));
+    assert_eq!(budget.tokens(), 3.0);
+}

@@ -231,6 +231,9 @@ where
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// # }).unwrap();
     /// // Outside a runtime: an error, not a panic.
+    /// # use keyed_backoff::Backoff;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
     /// # let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300)).unwrap());
     /// assert_eq!(b.spawn_gc_task(Duration::from_secs(60)).unwrap_err().field(), "runtime");
     /// ```

@@ -14,6 +14,8 @@ mod policy;
 mod rule;
 mod settings;
 mod store;
+#[cfg(feature = "tokio")]
+mod wait;
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -352,8 +354,17 @@ where
         self.enter();
         let now = self.now_tick();
         let judge = self.judge();
-        self.store
-            .sweep(|entry| policy::expired(&judge, entry, now))
+        let removed = self
+            .store
+            .sweep(|entry| policy::expired(&judge, entry, now));
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "keyed_backoff",
+            removed,
+            entries = self.store.len(),
+            "gc sweep"
+        );
+        removed
     }
 
     /// Releases table memory left over after entries were removed (for
@@ -499,6 +510,11 @@ where
     pub(crate) fn gc_contained(&self) {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.gc())).is_err() {
             self.store.count_gc_panic();
+            #[cfg(feature = "tracing")]
+            tracing::error!(
+                target: "keyed_backoff",
+                "the expiry function panicked; the sweep ended early and the next one will retry"
+            );
         }
     }
 

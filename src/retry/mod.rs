@@ -168,7 +168,7 @@ pub struct Retry<'a, E, C: Clock = DefaultClock> {
     clock: C,
     classify: Classifier<'a, E>,
     notify: Option<Notifier<'a, E>>,
-    budget: Option<&'a dyn RetryBudget>,
+    budget: Option<Box<dyn RetryBudget + 'a>>,
 }
 
 impl<E, C: Clock> fmt::Debug for Retry<'_, E, C> {
@@ -338,6 +338,10 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// Spend retries from `budget`: each first attempt and each outcome is
     /// reported to it, and every retry must be allowed by it.
     ///
+    /// The budget is taken by value: pass `&budget` to lend it for a loop
+    /// run in place, or an `Arc` to share it with a loop that moves into a
+    /// spawned task (a `Retry<'static, _>` owns everything it needs).
+    ///
     /// ```
     /// use keyed_backoff::budget::TokenBucket;
     /// use keyed_backoff::retry::{GaveUp, Retry};
@@ -349,8 +353,8 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// assert_eq!((f.attempts, f.reason), (2, GaveUp::Budget));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn budget(mut self, budget: &'a dyn RetryBudget) -> Self {
-        self.budget = Some(budget);
+    pub fn budget(mut self, budget: impl RetryBudget + 'a) -> Self {
+        self.budget = Some(Box::new(budget));
         self
     }
 
@@ -427,7 +431,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     }
 
     fn started(&self) {
-        if let Some(b) = self.budget {
+        if let Some(b) = &self.budget {
             b.on_request();
         }
     }
@@ -436,7 +440,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     fn after<T>(&mut self, outcome: Result<T, E>, attempt: u32, start: C::Instant) -> Next<T, E> {
         let error = match outcome {
             Ok(value) => {
-                if let Some(b) = self.budget {
+                if let Some(b) = &self.budget {
                     b.on_outcome(true);
                 }
                 return Next::Done(Ok(Success {
@@ -446,7 +450,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
             }
             Err(error) => error,
         };
-        if let Some(b) = self.budget {
+        if let Some(b) = &self.budget {
             b.on_outcome(false);
         }
         let stop = |error, reason| {
@@ -476,7 +480,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
                 return stop(error, GaveUp::MaxElapsed);
             }
         }
-        if self.budget.is_some_and(|b| !b.try_retry()) {
+        if self.budget.as_ref().is_some_and(|b| !b.try_retry()) {
             return stop(error, GaveUp::Budget);
         }
         if let Some(notify) = &mut self.notify {
