@@ -76,47 +76,49 @@ pub trait RetryBudget: Send + Sync {
     fn try_retry(&self) -> bool;
 }
 
-/// A borrowed budget is a budget: a retry loop can use one it does not own.
-///
-/// ```
-/// use keyed_backoff::budget::{RetryBudget, TokenBucket};
-/// fn spend(b: impl RetryBudget) -> bool { b.try_retry() }
-/// let bucket = TokenBucket::new(2.0, 1.0)?;
-/// assert!(spend(&bucket));
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
-impl<B: RetryBudget + ?Sized> RetryBudget for &B {
-    fn on_request(&self) {
-        (**self).on_request();
-    }
-    fn on_outcome(&self, success: bool) {
-        (**self).on_outcome(success);
-    }
-    fn try_retry(&self) -> bool {
-        (**self).try_retry()
-    }
+/// Implements `RetryBudget` for a pointer to a budget by forwarding.
+macro_rules! forward_budget {
+    ($(#[$doc:meta])* $pointer:ty) => {
+        $(#[$doc])*
+        impl<B: RetryBudget + ?Sized> RetryBudget for $pointer {
+            fn on_request(&self) {
+                (**self).on_request();
+            }
+            fn on_outcome(&self, success: bool) {
+                (**self).on_outcome(success);
+            }
+            fn try_retry(&self) -> bool {
+                (**self).try_retry()
+            }
+        }
+    };
 }
 
-/// A shared budget is a budget: one `Arc` can bound the retries of many
-/// loops, on many tasks.
-///
-/// ```
-/// use keyed_backoff::budget::{RetryBudget, TokenBucket};
-/// use std::sync::Arc;
-/// let shared = Arc::new(TokenBucket::new(4.0, 0.1)?);
-/// let for_a_task = Arc::clone(&shared);
-/// for_a_task.on_outcome(false);
-/// assert_eq!(shared.tokens(), 3.0);
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
-impl<B: RetryBudget + ?Sized> RetryBudget for std::sync::Arc<B> {
-    fn on_request(&self) {
-        (**self).on_request();
-    }
-    fn on_outcome(&self, success: bool) {
-        (**self).on_outcome(success);
-    }
-    fn try_retry(&self) -> bool {
-        (**self).try_retry()
-    }
-}
+forward_budget!(
+    /// A borrowed budget is a budget: a retry loop can use one it does not own.
+    ///
+    /// ```
+    /// use keyed_backoff::budget::{RetryBudget, TokenBucket};
+    /// fn spend(b: impl RetryBudget) -> bool { b.try_retry() }
+    /// let bucket = TokenBucket::new(2.0, 1.0)?;
+    /// assert!(spend(&bucket));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    &B
+);
+
+forward_budget!(
+    /// A shared budget is a budget: one `Arc` can bound the retries of many
+    /// loops, on many tasks.
+    ///
+    /// ```
+    /// use keyed_backoff::budget::{RetryBudget, TokenBucket};
+    /// use std::sync::Arc;
+    /// let shared = Arc::new(TokenBucket::new(4.0, 0.1)?);
+    /// let for_a_task = Arc::clone(&shared);
+    /// for_a_task.on_outcome(false);
+    /// assert_eq!(shared.tokens(), 3.0);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    std::sync::Arc<B>
+);
