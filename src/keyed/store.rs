@@ -71,13 +71,34 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        if let Some(mut slot) = self.map.get_mut(key) {
-            let updated = decide(Some(*slot), now())?;
-            *slot = updated;
-            return Ok(updated);
+        // The common case, a key that has an entry, is one lookup and one
+        // call of `decide`, inlined here; a new key goes the cold way.
+        match self.map.get_mut(key) {
+            Some(mut slot) => {
+                let updated = decide(Some(*slot), now())?;
+                *slot = updated;
+                Ok(updated)
+            }
+            None => self.insert_or_update(key, now, decide),
         }
-        // Another thread may insert between the lookup above and this call;
-        // the entry API then sees it occupied, so no update is lost.
+    }
+
+    /// [`update`](Self::update) for a key that had no entry at the lookup.
+    /// Another thread may insert between that lookup and this call; the
+    /// entry API then sees it occupied, so no update is lost.
+    #[cold]
+    #[inline(never)]
+    fn insert_or_update<Q, E>(
+        &self,
+        key: &Q,
+        now: impl Fn() -> Tick,
+        decide: impl FnOnce(Option<Entry>, Tick) -> Result<Entry, E>,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
         match self.map.entry(key.to_owned().into()) {
             MapEntry::Occupied(mut slot) => {
                 let updated = decide(Some(*slot.get()), now())?;
