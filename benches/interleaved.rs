@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{Floor, RwLockPort, kubelet_keys, populate_half_expired, visit_order};
+use common::{DashFloor, Floor, RwLockPort, kubelet_keys, populate_half_expired, visit_order};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock, MockInstant};
 
@@ -119,23 +119,26 @@ fn main() {
     let clock = MockClock::new();
     let t0 = clock.now();
     let crate_ = Backoff::<String>::builder(INITIAL, MAX).clock(clock.clone()).capacity(KEYS).build().expect("valid");
-    let crate_16 = Backoff::<String>::builder(INITIAL, MAX).clock(clock.clone()).capacity(KEYS).shards(16).build().expect("valid");
+    let crate_16 = Backoff::<String>::builder(INITIAL, MAX).clock(clock.clone()).capacity(KEYS).shards(env("SHARDS", 16)).build().expect("valid");
     let mut floor = Floor::new(INITIAL, MAX, clock.clone());
+    let dash = DashFloor::new(INITIAL, MAX, clock.clone(), env("SHARDS", 16));
     let rwlock = RwLockPort::new(INITIAL, MAX, clock.clone());
     for k in &keys {
         crate_.next(k.as_str(), t0);
         crate_16.next(k.as_str(), t0);
         floor.next(k, t0);
         rwlock.next(k, t0);
+        dash.next(k, t0);
     }
     for (title, write) in [("next, 1,000 keys, one thread", true), ("is_in_backoff_since_update, 1,000 keys, one thread", false)] {
-        let mut rows = [Row::new("crate"), Row::new("crate_16shards"), Row::new("floor"), Row::new("rwlock")];
+        let mut rows = [Row::new("crate"), Row::new("crate_16shards"), Row::new("floor"), Row::new("rwlock"), Row::new("dashmap_floor")];
         for _ in 0..rounds {
             let r = [
                 per_call(&order, |k| if write { crate_.next(k, t0).as_nanos() as u64 } else { u64::from(crate_.is_in_backoff_since_update(k, t0)) }),
                 per_call(&order, |k| if write { crate_16.next(k, t0).as_nanos() as u64 } else { u64::from(crate_16.is_in_backoff_since_update(k, t0)) }),
                 per_call(&order, |k| if write { floor.next(k, t0).as_nanos() as u64 } else { u64::from(floor.is_in_backoff_since_update(k, t0)) }),
                 per_call(&order, |k| if write { rwlock.next(k, t0).as_nanos() as u64 } else { u64::from(rwlock.is_in_backoff_since_update(k, t0)) }),
+                per_call(&order, |k| if write { dash.next(k, t0).as_nanos() as u64 } else { u64::from(dash.is_in_backoff_since_update(k, t0)) }),
             ];
             for (row, v) in rows.iter_mut().zip(r) {
                 row.rounds.push(vec![v]);

@@ -197,3 +197,59 @@ impl<C: Clock> RwLockPort<C> {
         self.0.read().len()
     }
 }
+
+/// The floor's map as a `DashMap` (sharded, a lock per shard), doing only
+/// what the floor does: how much of the crate's cost is the sharded map's.
+pub struct DashFloor<C: Clock> {
+    map: dashmap::DashMap<String, FloorEntry, foldhash::fast::RandomState>,
+    clock: C,
+    epoch: C::Instant,
+    initial: u64,
+    max: u64,
+}
+
+impl<C: Clock> DashFloor<C> {
+    pub fn new(initial: Duration, max: Duration, clock: C, shards: usize) -> Self {
+        let epoch = clock.now();
+        DashFloor {
+            map: dashmap::DashMap::with_capacity_and_hasher_and_shard_amount(0, Default::default(), shards),
+            clock,
+            epoch,
+            initial: initial.as_nanos() as u64,
+            max: max.as_nanos() as u64,
+        }
+    }
+
+    #[inline]
+    pub fn next(&self, key: &str, event: C::Instant) -> Duration {
+        let ev = event.nanos_since(self.epoch);
+        let (initial, max) = (self.initial, self.max);
+        let backoff = match self.map.get_mut(key) {
+            Some(mut e) => {
+                let now = self.clock.now().nanos_since(self.epoch);
+                e.backoff = if twice_max_expired(max, ev, e.last) {
+                    initial
+                } else {
+                    e.backoff.saturating_mul(2).min(max)
+                };
+                e.last = now;
+                e.backoff
+            }
+            None => {
+                let now = self.clock.now().nanos_since(self.epoch);
+                self.map.insert(key.to_owned(), FloorEntry { backoff: initial, last: now });
+                initial
+            }
+        };
+        Duration::from_nanos(backoff)
+    }
+
+    #[inline]
+    pub fn is_in_backoff_since_update(&self, key: &str, event: C::Instant) -> bool {
+        let Some(e) = self.map.view(key, |_, e| *e) else {
+            return false;
+        };
+        let ev = event.nanos_since(self.epoch);
+        !twice_max_expired(self.max, ev, e.last) && i128::from(ev) - i128::from(e.last) < i128::from(e.backoff)
+    }
+}

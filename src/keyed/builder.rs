@@ -374,14 +374,19 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
         }
     }
 
-    /// Number of lock shards: a power of two from 2 to 65536. Default
-    /// [`DEFAULT_SHARDS`] (1024).
+    /// Number of lock shards: a power of two from 2 to 65536. Default: sized
+    /// for the [`capacity`](Self::capacity) given, about 64 entries per
+    /// shard, from 16 up to [`DEFAULT_SHARDS`] (1024); without a capacity,
+    /// [`DEFAULT_SHARDS`].
     ///
     /// `gc` locks one shard at a time, so the longest a reader can wait on it
     /// is one shard's sweep: with 1,000,000 entries, 1024 shards keep reader
     /// p99.9 latency under 3 µs during continuous GC where 8 shards give
-    /// over a millisecond (`docs/benchmarks.md`). Each shard costs 128 bytes
-    /// even when empty; many tiny managers may want fewer.
+    /// over a millisecond (`docs/benchmarks.md`). But every shard is a lock
+    /// and a table of its own, so a small map spread over many shards touches
+    /// more memory per call: at 1,000 keys, `next` costs about a fifth more
+    /// with 1024 shards than with 16. Each shard costs 128 bytes even when
+    /// empty.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -426,7 +431,8 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
         self
     }
 
-    /// Entries to make room for up front. Default 0.
+    /// Entries to make room for up front, which also sizes the default
+    /// number of [`shards`](Self::shards). Default 0.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -460,7 +466,10 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
         S: BuildHasher + Clone,
     {
         let settings = self.settings;
-        let map = match settings.shards.unwrap_or(DEFAULT_SHARDS) {
+        let shards = settings
+            .shards
+            .unwrap_or_else(|| default_shards(settings.capacity));
+        let map = match shards {
             n if n.is_power_of_two() && (2..=65_536).contains(&n) => {
                 DashMap::with_capacity_and_hasher_and_shard_amount(
                     settings.capacity,
@@ -531,6 +540,19 @@ impl<K, C: Clock, S, T, R> BackoffBuilder<K, C, S, T, R> {
 /// ```
 pub const DEFAULT_SHARDS: usize = 1024;
 
+/// The shard count for a map expected to hold `capacity` entries: about 64
+/// per shard, 16 at least, [`DEFAULT_SHARDS`] at most (and without a
+/// capacity).
+fn default_shards(capacity: usize) -> usize {
+    if capacity == 0 {
+        return DEFAULT_SHARDS;
+    }
+    (capacity / 64)
+        .checked_next_power_of_two()
+        .unwrap_or(DEFAULT_SHARDS)
+        .clamp(16, DEFAULT_SHARDS)
+}
+
 /// A strategy in the keyed manager must give at least one delay, and if it
 /// gives up, do so within the attempts an entry can count
 /// ([`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS)); otherwise it would never give up.
@@ -553,4 +575,20 @@ fn check_attempt_limit(step: &dyn Step) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_shard_count_follows_the_capacity() {
+        assert_eq!(default_shards(0), DEFAULT_SHARDS);
+        assert_eq!(default_shards(1), 16);
+        assert_eq!(default_shards(1_000), 16);
+        assert_eq!(default_shards(10_000), 256);
+        assert_eq!(default_shards(65_536), 1024);
+        assert_eq!(default_shards(1_000_000), 1024);
+        assert_eq!(default_shards(usize::MAX), 1024);
+    }
 }

@@ -47,8 +47,8 @@ impl<I> Expiry<I> {
 /// function that calls back into it).
 pub(crate) struct Judge<'a, I> {
     pub(crate) expiry: &'a Expiry<I>,
-    pub(crate) epoch: I,
-    pub(crate) max: Duration,
+    pub(crate) epoch: &'a I,
+    pub(crate) max: &'a Duration,
     pub(crate) owner: usize,
 }
 
@@ -92,7 +92,7 @@ impl<I: ClockInstant> Staleness for Judge<'_, I> {
                 f(
                     self.epoch.offset_by_nanos(event.0),
                     self.epoch.offset_by_nanos(last_update.0),
-                    self.max,
+                    *self.max,
                 )
             }),
         }

@@ -88,8 +88,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.enter();
-        policy::remaining(&self.judge(), self.store.get(key)?, self.tick(now))
+        self.judged(|stale| policy::remaining(stale, self.store.get(key)?, self.tick(now)))
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -129,13 +128,14 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.enter();
-        policy::remaining_since(
-            &self.judge(),
-            self.store.get(key)?,
-            self.tick(event_time),
-            self.now_tick(),
-        )
+        self.judged(|stale| {
+            policy::remaining_since(
+                stale,
+                self.store.get(key)?,
+                self.tick(event_time),
+                self.now_tick(),
+            )
+        })
     }
 
     /// The atomic gate: in one operation under the key's lock, refuse with

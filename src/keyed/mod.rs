@@ -36,7 +36,7 @@ pub use settings::{Settings, ValidSettings};
 use crate::clock::{Clock, ClockInstant, DefaultClock};
 use entry::Entry;
 use expiry::{Expiry, Judge};
-use policy::Tick;
+use policy::{Staleness, Tick};
 use rule::Rule;
 use store::Store;
 
@@ -269,9 +269,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.enter();
-        self.store.get(key).is_some_and(|entry| {
-            policy::in_backoff_since(&self.judge(), entry, self.tick(event_time), self.now_tick())
+        self.judged(|stale| {
+            self.store.get(key).is_some_and(|entry| {
+                policy::in_backoff_since(stale, entry, self.tick(event_time), self.now_tick())
+            })
         })
     }
 
@@ -300,9 +301,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.enter();
-        self.store.get(key).is_some_and(|entry| {
-            policy::in_backoff_since_update(&self.judge(), entry, self.tick(event_time))
+        self.judged(|stale| {
+            self.store.get(key).is_some_and(|entry| {
+                policy::in_backoff_since_update(stale, entry, self.tick(event_time))
+            })
         })
     }
 
@@ -477,13 +479,28 @@ where
         self.tick(self.clock.now())
     }
 
+    /// Calls `f` with the expiry rule as the policy asks it, matched once:
+    /// the common fixed window goes as itself (no re-entry check, no
+    /// dispatch per judgement, so `f` inlines to plain arithmetic), a user
+    /// function through [`Judge`] after the re-entry check.
+    #[inline]
+    fn judged<R>(&self, f: impl FnOnce(&dyn Staleness) -> R) -> R {
+        match &self.expiry {
+            Expiry::After(window) => f(window),
+            Expiry::Custom(_) => {
+                self.enter();
+                f(&self.judge())
+            }
+        }
+    }
+
     /// The expiry rule as the policy asks it.
     #[inline]
     fn judge(&self) -> Judge<'_, C::Instant> {
         Judge {
             expiry: &self.expiry,
-            epoch: self.epoch,
-            max: self.max,
+            epoch: &self.epoch,
+            max: &self.max,
             owner: self.owner_id(),
         }
     }
@@ -527,11 +544,10 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let judge = self.judge();
-        let written = self.write(key, |old, now| -> Result<Entry, std::convert::Infallible> {
-            Ok(policy::next_entry(
+        let written = self.write(key, |old, now, stale| {
+            Ok::<_, std::convert::Infallible>(policy::next_entry(
                 &self.rule,
-                &judge,
+                stale,
                 old,
                 event.unwrap_or(now),
                 now,
@@ -551,29 +567,39 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let judge = self.judge();
-        self.write(key, |old, now| {
-            policy::gate(&self.rule, &judge, old, event.unwrap_or(now), now)
+        self.write(key, |old, now, stale| {
+            policy::gate(&self.rule, stale, old, event.unwrap_or(now), now)
                 .map_err(|remaining| InBackoff { remaining })
         })
         .map(Entry::backoff)
     }
 
-    /// One write through the store (`decide` gets the key's entry and the
-    /// clock's now, read under the key's lock), counted for amortised GC.
+    /// One write through the store (`decide` gets the key's entry, the
+    /// clock's now read under the key's lock, and the expiry rule), counted
+    /// for amortised GC.
+    ///
     #[inline]
-    fn write<Q, E>(
-        &self,
-        key: &Q,
-        decide: impl FnOnce(Option<Entry>, Tick) -> Result<Entry, E>,
-    ) -> Result<Entry, E>
+    fn write<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
+        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
     {
-        self.enter();
-        let written = self.store.update(key, || self.now_tick(), decide);
+        // Matched here rather than through `judged`: with `decide` nested
+        // one closure deeper, the compiler stops inlining the update.
+        let written = match &self.expiry {
+            Expiry::After(window) => {
+                self.store
+                    .update(key, || self.now_tick(), |old, now| decide(old, now, window))
+            }
+            Expiry::Custom(_) => {
+                self.enter();
+                let judge = self.judge();
+                self.store
+                    .update(key, || self.now_tick(), |old, now| decide(old, now, &judge))
+            }
+        };
         self.after_write();
         written
     }

@@ -62,7 +62,7 @@ impl Staleness for Window {
 
 /// Whether `entry` is stale as of `event`.
 #[inline]
-pub(crate) fn expired(stale: &impl Staleness, entry: Entry, event: Tick) -> bool {
+pub(crate) fn expired(stale: &(impl Staleness + ?Sized), entry: Entry, event: Tick) -> bool {
     stale.is_stale(event, entry.last_update())
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn expired(stale: &impl Staleness, entry: Entry, event: Tick) -> bool
 #[inline]
 pub(crate) fn next_entry(
     rule: &Rule,
-    stale: &impl Staleness,
+    stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
     event: Tick,
     now: Tick,
@@ -93,7 +93,7 @@ pub(crate) fn next_entry(
 /// This is client-go's `IsInBackOffSinceUpdate(at)` with the amount:
 /// `at − last_update < backoff`.
 #[inline]
-pub(crate) fn remaining(stale: &impl Staleness, entry: Entry, at: Tick) -> Option<Duration> {
+pub(crate) fn remaining(stale: &(impl Staleness + ?Sized), entry: Entry, at: Tick) -> Option<Duration> {
     if expired(stale, entry, at) {
         return None;
     }
@@ -102,7 +102,7 @@ pub(crate) fn remaining(stale: &impl Staleness, entry: Entry, at: Tick) -> Optio
 
 /// client-go's `IsInBackOffSinceUpdate`.
 #[inline]
-pub(crate) fn in_backoff_since_update(stale: &impl Staleness, entry: Entry, event: Tick) -> bool {
+pub(crate) fn in_backoff_since_update(stale: &(impl Staleness + ?Sized), entry: Entry, event: Tick) -> bool {
     remaining(stale, entry, event).is_some()
 }
 
@@ -110,7 +110,7 @@ pub(crate) fn in_backoff_since_update(stale: &impl Staleness, entry: Entry, even
 /// `backoff − (now − event)` while positive, unless stale as of `event`.
 #[inline]
 pub(crate) fn remaining_since(
-    stale: &impl Staleness,
+    stale: &(impl Staleness + ?Sized),
     entry: Entry,
     event: Tick,
     now: Tick,
@@ -125,7 +125,7 @@ pub(crate) fn remaining_since(
 /// of `event`; that is, a wait is left counted from `event`.
 #[inline]
 pub(crate) fn in_backoff_since(
-    stale: &impl Staleness,
+    stale: &(impl Staleness + ?Sized),
     entry: Entry,
     event: Tick,
     now: Tick,
@@ -138,7 +138,7 @@ pub(crate) fn in_backoff_since(
 #[inline]
 pub(crate) fn gate(
     rule: &Rule,
-    stale: &impl Staleness,
+    stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
     event: Tick,
     now: Tick,
@@ -156,7 +156,7 @@ pub(crate) fn gate(
 /// `None` if the entry is already stale at `now`.
 #[inline]
 pub(crate) fn restored(
-    stale: &impl Staleness,
+    stale: &(impl Staleness + ?Sized),
     now: Tick,
     age_ns: i128,
     backoff_ns: u64,
