@@ -70,7 +70,10 @@ fn two_threads(order: &[&str], op: impl Fn(&str) -> u64 + Sync) -> f64 {
                 })
             })
             .collect();
-        workers.into_iter().map(|w| w.join().expect("worker")).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect()
     });
     let first = spans.iter().map(|s| s.0).min().expect("two");
     let last = spans.iter().map(|s| s.1).max().expect("two");
@@ -101,7 +104,9 @@ fn report(title: &str, rows: &[Row], bases: &[usize]) {
         let mut line = format!("  {name:<16} median {:>8.1} ns", median(times));
         for &b in bases {
             if b != t {
-                let ratios: Vec<f64> = (0..n).map(|i| rows[t].rounds[i][0] / rows[b].rounds[i][0]).collect();
+                let ratios: Vec<f64> = (0..n)
+                    .map(|i| rows[t].rounds[i][0] / rows[b].rounds[i][0])
+                    .collect();
                 line += &format!("   {:.2}x {}", median(ratios), names[b]);
             }
         }
@@ -115,11 +120,23 @@ fn main() {
     }
     let rounds = env("ROUNDS", 15);
     let keys = kubelet_keys(KEYS);
-    let order: Vec<&str> = visit_order(KEYS, 1 << 16).into_iter().map(|i| keys[i].as_str()).collect();
+    let order: Vec<&str> = visit_order(KEYS, 1 << 16)
+        .into_iter()
+        .map(|i| keys[i].as_str())
+        .collect();
     let clock = MockClock::new();
     let t0 = clock.now();
-    let crate_ = Backoff::<String>::builder(INITIAL, MAX).clock(clock.clone()).capacity(KEYS).build().expect("valid");
-    let crate_16 = Backoff::<String>::builder(INITIAL, MAX).clock(clock.clone()).capacity(KEYS).shards(env("SHARDS", 16)).build().expect("valid");
+    let crate_ = Backoff::<String>::builder(INITIAL, MAX)
+        .clock(clock.clone())
+        .capacity(KEYS)
+        .build()
+        .expect("valid");
+    let crate_16 = Backoff::<String>::builder(INITIAL, MAX)
+        .clock(clock.clone())
+        .capacity(KEYS)
+        .shards(env("SHARDS", 16))
+        .build()
+        .expect("valid");
     let mut floor = Floor::new(INITIAL, MAX, clock.clone());
     let dash = DashFloor::new(INITIAL, MAX, clock.clone(), env("SHARDS", 16));
     let rwlock = RwLockPort::new(INITIAL, MAX, clock.clone());
@@ -130,15 +147,54 @@ fn main() {
         rwlock.next(k, t0);
         dash.next(k, t0);
     }
-    for (title, write) in [("next, 1,000 keys, one thread", true), ("is_in_backoff_since_update, 1,000 keys, one thread", false)] {
-        let mut rows = [Row::new("crate"), Row::new("crate_16shards"), Row::new("floor"), Row::new("rwlock"), Row::new("dashmap_floor")];
+    for (title, write) in [
+        ("next, 1,000 keys, one thread", true),
+        ("is_in_backoff_since_update, 1,000 keys, one thread", false),
+    ] {
+        let mut rows = [
+            Row::new("crate"),
+            Row::new("crate_16shards"),
+            Row::new("floor"),
+            Row::new("rwlock"),
+            Row::new("dashmap_floor"),
+        ];
         for _ in 0..rounds {
             let r = [
-                per_call(&order, |k| if write { crate_.next(k, t0).as_nanos() as u64 } else { u64::from(crate_.is_in_backoff_since_update(k, t0)) }),
-                per_call(&order, |k| if write { crate_16.next(k, t0).as_nanos() as u64 } else { u64::from(crate_16.is_in_backoff_since_update(k, t0)) }),
-                per_call(&order, |k| if write { floor.next(k, t0).as_nanos() as u64 } else { u64::from(floor.is_in_backoff_since_update(k, t0)) }),
-                per_call(&order, |k| if write { rwlock.next(k, t0).as_nanos() as u64 } else { u64::from(rwlock.is_in_backoff_since_update(k, t0)) }),
-                per_call(&order, |k| if write { dash.next(k, t0).as_nanos() as u64 } else { u64::from(dash.is_in_backoff_since_update(k, t0)) }),
+                per_call(&order, |k| {
+                    if write {
+                        crate_.next(k, t0).as_nanos() as u64
+                    } else {
+                        u64::from(crate_.is_in_backoff_since_update(k, t0))
+                    }
+                }),
+                per_call(&order, |k| {
+                    if write {
+                        crate_16.next(k, t0).as_nanos() as u64
+                    } else {
+                        u64::from(crate_16.is_in_backoff_since_update(k, t0))
+                    }
+                }),
+                per_call(&order, |k| {
+                    if write {
+                        floor.next(k, t0).as_nanos() as u64
+                    } else {
+                        u64::from(floor.is_in_backoff_since_update(k, t0))
+                    }
+                }),
+                per_call(&order, |k| {
+                    if write {
+                        rwlock.next(k, t0).as_nanos() as u64
+                    } else {
+                        u64::from(rwlock.is_in_backoff_since_update(k, t0))
+                    }
+                }),
+                per_call(&order, |k| {
+                    if write {
+                        dash.next(k, t0).as_nanos() as u64
+                    } else {
+                        u64::from(dash.is_in_backoff_since_update(k, t0))
+                    }
+                }),
             ];
             for (row, v) in rows.iter_mut().zip(r) {
                 row.rounds.push(vec![v]);
@@ -153,21 +209,32 @@ fn main() {
         rows[0].rounds.push(vec![c]);
         rows[1].rounds.push(vec![p]);
     }
-    report("next, 1,000 keys, two threads (ns per call of combined throughput; port/crate = throughput ratio)", &rows, &[1]);
+    report(
+        "next, 1,000 keys, two threads (ns per call of combined throughput; port/crate = throughput ratio)",
+        &rows,
+        &[1],
+    );
 
     // GC of 1,000,000 entries, half expired.
     let big = kubelet_keys(1_000_000);
     let gc_clock = MockClock::new();
-    let mut rows = [Row::new("crate gc"), Row::new("floor retain")];
-    for _ in 0..env("GC_ROUNDS", 5) {
-        let m = Backoff::<String>::builder(INITIAL, MAX).clock(gc_clock.clone()).build().expect("valid");
+    let mut rows = [
+        Row::new("crate, capacity"),
+        Row::new("crate, 1024 shards"),
+        Row::new("floor retain"),
+    ];
+    let sweep = |m: Backoff<String, MockClock>| {
         populate_half_expired(&big, &gc_clock, &mut |k, t: MockInstant| {
             m.next(k, t);
         });
         let start = Instant::now();
         assert_eq!(black_box(m.gc()), 500_000);
-        let c = start.elapsed().as_nanos() as f64;
-        drop(m);
+        start.elapsed().as_nanos() as f64
+    };
+    for _ in 0..env("GC_ROUNDS", 5) {
+        let builder = || Backoff::<String>::builder(INITIAL, MAX).clock(gc_clock.clone());
+        let sized = sweep(builder().capacity(big.len()).build().expect("valid"));
+        let default = sweep(builder().build().expect("valid"));
         let mut f = Floor::new(INITIAL, MAX, gc_clock.clone());
         populate_half_expired(&big, &gc_clock, &mut |k, t| {
             f.next(k, t);
@@ -175,8 +242,13 @@ fn main() {
         let start = Instant::now();
         assert_eq!(black_box(f.gc()), 500_000);
         let r = start.elapsed().as_nanos() as f64;
-        rows[0].rounds.push(vec![c]);
-        rows[1].rounds.push(vec![r]);
+        rows[0].rounds.push(vec![sized]);
+        rows[1].rounds.push(vec![default]);
+        rows[2].rounds.push(vec![r]);
     }
-    report("gc of 1,000,000 entries, half expired (ns per sweep)", &rows, &[1]);
+    report(
+        "gc of 1,000,000 entries, half expired (ns per sweep)",
+        &rows,
+        &[2],
+    );
 }

@@ -212,7 +212,11 @@ impl<C: Clock> DashFloor<C> {
     pub fn new(initial: Duration, max: Duration, clock: C, shards: usize) -> Self {
         let epoch = clock.now();
         DashFloor {
-            map: dashmap::DashMap::with_capacity_and_hasher_and_shard_amount(0, Default::default(), shards),
+            map: dashmap::DashMap::with_capacity_and_hasher_and_shard_amount(
+                0,
+                Default::default(),
+                shards,
+            ),
             clock,
             epoch,
             initial: initial.as_nanos() as u64,
@@ -237,7 +241,13 @@ impl<C: Clock> DashFloor<C> {
             }
             None => {
                 let now = self.clock.now().nanos_since(self.epoch);
-                self.map.insert(key.to_owned(), FloorEntry { backoff: initial, last: now });
+                self.map.insert(
+                    key.to_owned(),
+                    FloorEntry {
+                        backoff: initial,
+                        last: now,
+                    },
+                );
                 initial
             }
         };
@@ -250,6 +260,7 @@ impl<C: Clock> DashFloor<C> {
             return false;
         };
         let ev = event.nanos_since(self.epoch);
-        !twice_max_expired(self.max, ev, e.last) && i128::from(ev) - i128::from(e.last) < i128::from(e.backoff)
+        !twice_max_expired(self.max, ev, e.last)
+            && i128::from(ev) - i128::from(e.last) < i128::from(e.backoff)
     }
 }

@@ -593,15 +593,26 @@ where
                 self.store
                     .update(key, || self.now_tick(), |old, now| decide(old, now, window))
             }
-            Expiry::Custom(_) => {
-                self.enter();
-                let judge = self.judge();
-                self.store
-                    .update(key, || self.now_tick(), |old, now| decide(old, now, &judge))
-            }
+            Expiry::Custom(_) => self.write_custom(key, decide),
         };
         self.after_write();
         written
+    }
+
+    /// [`write`](Self::write) with a user expiry function, kept out of line
+    /// so the fixed-window path stays small.
+    #[inline(never)]
+    fn write_custom<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
+    {
+        self.enter();
+        let judge = self.judge();
+        self.store
+            .update(key, || self.now_tick(), |old, now| decide(old, now, &judge))
     }
 
     /// Counts a write for amortised GC, sweeping when it is due.

@@ -93,7 +93,11 @@ pub(crate) fn next_entry(
 /// This is client-go's `IsInBackOffSinceUpdate(at)` with the amount:
 /// `at − last_update < backoff`.
 #[inline]
-pub(crate) fn remaining(stale: &(impl Staleness + ?Sized), entry: Entry, at: Tick) -> Option<Duration> {
+pub(crate) fn remaining(
+    stale: &(impl Staleness + ?Sized),
+    entry: Entry,
+    at: Tick,
+) -> Option<Duration> {
     if expired(stale, entry, at) {
         return None;
     }
@@ -102,7 +106,11 @@ pub(crate) fn remaining(stale: &(impl Staleness + ?Sized), entry: Entry, at: Tic
 
 /// client-go's `IsInBackOffSinceUpdate`.
 #[inline]
-pub(crate) fn in_backoff_since_update(stale: &(impl Staleness + ?Sized), entry: Entry, event: Tick) -> bool {
+pub(crate) fn in_backoff_since_update(
+    stale: &(impl Staleness + ?Sized),
+    entry: Entry,
+    event: Tick,
+) -> bool {
     remaining(stale, entry, event).is_some()
 }
 

@@ -13,8 +13,14 @@ use dashmap::mapref::entry::Entry as MapEntry;
 use super::entry::Entry;
 use super::policy::Tick;
 
+/// Above this many entries per shard, a sweep judges under read locks and
+/// removes key by key; at or below it, it removes in place under each
+/// shard's write lock (a shard this small is scanned in about a microsecond).
+const IN_PLACE_PER_SHARD: usize = 128;
+
 pub(crate) struct Store<K, S> {
     map: DashMap<K, Entry, S>,
+    shards: usize,
     amortized: Option<Amortized>,
     gc_runs: AtomicU64,
     gc_removed: AtomicU64,
@@ -26,9 +32,14 @@ where
     K: Hash + Eq + Clone,
     S: BuildHasher + Clone,
 {
-    pub(crate) fn new(map: DashMap<K, Entry, S>, amortized_every: Option<u32>) -> Self {
+    pub(crate) fn new(
+        map: DashMap<K, Entry, S>,
+        shards: usize,
+        amortized_every: Option<u32>,
+    ) -> Self {
         Store {
             map,
+            shards,
             amortized: amortized_every.map(Amortized::new),
             gc_runs: AtomicU64::new(0),
             gc_removed: AtomicU64::new(0),
@@ -129,21 +140,35 @@ where
 
     /// Removes every entry `stale` judges stale and counts one GC run.
     ///
-    /// Stale keys are found under read locks, shard by shard, so readers
-    /// are never stalled and writers wait at most one shard's scan; each is
-    /// then removed under a short write lock only if its entry is still the
-    /// one that was judged (a concurrent `next` that refreshed it wins).
+    /// Each shard is locked on its own, so a reader or writer waits at most
+    /// for one shard's share of the sweep. Small shards are swept in place
+    /// under their write lock: one pass, no copies. Large ones (more than
+    /// [`IN_PLACE_PER_SHARD`] entries on average) would hold that lock too
+    /// long, so their stale keys are found under read locks and each is then
+    /// removed under a short write lock, only if its entry is still the one
+    /// that was judged (a concurrent `next` that refreshed it wins). Either
+    /// way an entry is judged and removed under one lock.
     pub(crate) fn sweep(&self, stale: impl Fn(Entry) -> bool) -> usize {
-        let candidates: Vec<(K, Entry)> = self
-            .map
-            .iter()
-            .filter(|r| stale(*r.value()))
-            .map(|r| (r.key().clone(), *r.value()))
-            .collect();
-        let removed = candidates
-            .iter()
-            .filter(|(key, seen)| self.map.remove_if(key, |_, e| e == seen).is_some())
-            .count();
+        let removed = if self.map.len() <= self.shards.saturating_mul(IN_PLACE_PER_SHARD) {
+            let mut removed = 0usize;
+            self.map.retain(|_, entry| {
+                let keep = !stale(*entry);
+                removed += usize::from(!keep);
+                keep
+            });
+            removed
+        } else {
+            let candidates: Vec<(K, Entry)> = self
+                .map
+                .iter()
+                .filter(|r| stale(*r.value()))
+                .map(|r| (r.key().clone(), *r.value()))
+                .collect();
+            candidates
+                .iter()
+                .filter(|(key, seen)| self.map.remove_if(key, |_, e| e == seen).is_some())
+                .count()
+        };
         self.gc_runs.fetch_add(1, Ordering::Relaxed);
         self.gc_removed.fetch_add(removed as u64, Ordering::Relaxed);
         removed
