@@ -202,17 +202,23 @@ fn main() {
         }
         report(title, &rows, &[2, 3]);
     }
-    let mut rows = [Row::new("crate"), Row::new("rwlock")];
+    let mut rows = [
+        Row::new("crate"),
+        Row::new("crate_16shards"),
+        Row::new("rwlock"),
+    ];
     for _ in 0..rounds {
         let c = two_threads(&order, |k| crate_.next(k, t0).as_nanos() as u64);
+        let c16 = two_threads(&order, |k| crate_16.next(k, t0).as_nanos() as u64);
         let p = two_threads(&order, |k| rwlock.next(k, t0).as_nanos() as u64);
         rows[0].rounds.push(vec![c]);
-        rows[1].rounds.push(vec![p]);
+        rows[1].rounds.push(vec![c16]);
+        rows[2].rounds.push(vec![p]);
     }
     report(
         "next, 1,000 keys, two threads (ns per call of combined throughput; port/crate = throughput ratio)",
         &rows,
-        &[1],
+        &[2],
     );
 
     // GC of 1,000,000 entries, half expired.
