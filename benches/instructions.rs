@@ -7,14 +7,14 @@
 //! with `N` and `2·N` operations, and reports the difference divided by `N`:
 //! the cost of one operation with setup and teardown cancelled out.
 //!
-//! Usage: `instructions <crate|crate16|floor|rwlock> <next|since_update> <ops>`
+//! Usage: `instructions <crate|crate16|floor|rwlock|dashfloor> <next|since_update> <ops>`
 
 mod common;
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use common::{Floor, RwLockPort, kubelet_keys, visit_order};
+use common::{DashFloor, Floor, RwLockPort, kubelet_keys, visit_order};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
 
@@ -25,7 +25,9 @@ const KEYS: usize = 1_000;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [target, op, ops] = args.as_slice() else {
-        eprintln!("usage: instructions <crate|crate16|floor|rwlock> <next|since_update> <ops>");
+        eprintln!(
+            "usage: instructions <crate|crate16|floor|rwlock|dashfloor> <next|since_update> <ops>"
+        );
         std::process::exit(2);
     };
     let ops: usize = ops.parse().expect("ops: a count");
@@ -89,6 +91,16 @@ fn main() {
                 }
             });
         }
-        other => panic!("target: crate, crate16, floor or rwlock, not {other}"),
+        "dashfloor" => {
+            let f = DashFloor::new(INITIAL, MAX, clock.clone(), 64);
+            drive(&mut |k, next| {
+                if next {
+                    f.next(k, t0).as_nanos() as u64
+                } else {
+                    u64::from(f.is_in_backoff_since_update(k, t0))
+                }
+            });
+        }
+        other => panic!("target: crate, crate16, floor, rwlock or dashfloor, not {other}"),
     }
 }

@@ -13,7 +13,7 @@ count() {
 printf '%-14s %-8s %10s %10s\n' op target instr/op ratio
 for op in next since_update; do
   floor=""
-  for target in floor crate crate16 rwlock; do
+  for target in floor crate crate16 rwlock dashfloor; do
     a=$(count "$target" "$op" "$N")
     b=$(count "$target" "$op" $((2 * N)))
     per=$(( (b - a) / N ))

@@ -141,13 +141,14 @@ where
     /// # }
     /// ```
     pub async fn next(&self, key: &str, event: Event) -> Result<Duration, StoreError> {
-        self.next_with(key, event, OpId::new()).await
+        self.advance(key, event, None).await
     }
 
     /// [`next`](Self::next) under a caller's operation id: calling again
-    /// with the same id (after a timeout, say) returns the entry the first
-    /// call made instead of advancing again, as long as no other `next`
-    /// has advanced the key since.
+    /// with the same id (after a timeout, say) returns the answer the first
+    /// call got instead of advancing again, whatever other replicas did to
+    /// the key in between. Each key remembers the answers to its last 4
+    /// operations that carried an id.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
@@ -166,7 +167,16 @@ where
         event: Event,
         id: OpId,
     ) -> Result<Duration, StoreError> {
-        match self.run(Op::Next, key, event, Some(id)).await? {
+        self.advance(key, event, Some(id)).await
+    }
+
+    async fn advance(
+        &self,
+        key: &str,
+        event: Event,
+        id: Option<OpId>,
+    ) -> Result<Duration, StoreError> {
+        match self.run(Op::Next, key, event, id).await? {
             Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
@@ -191,17 +201,49 @@ where
         key: &str,
         event: Event,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
-        Ok(
-            match self.run(Op::Gate, key, event, Some(OpId::new())).await? {
-                Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
-                Reply::Refused { remaining_ns } => Err(InBackoff {
-                    remaining: Duration::from_nanos(remaining_ns),
-                }),
-                Reply::Number(_) => {
-                    return Err(StoreError::unexpected(key, "a number from the gate"));
-                }
-            },
-        )
+        self.gate(key, event, None).await
+    }
+
+    /// [`try_next`](Self::try_next) under a caller's operation id: calling
+    /// again with the same id returns the first call's answer (the backoff
+    /// it advanced to, or the wait it was refused with), whatever ran in
+    /// between. Each key remembers its last 4 such answers.
+    ///
+    /// ```no_run
+    /// # use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
+    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), StoreError> {
+    /// let id = OpId::new();
+    /// let answer = match b.try_next_with("host-a", Event::now(), id).await {
+    ///     Err(e) if e.outcome_unknown() => b.try_next_with("host-a", Event::now(), id).await?,
+    ///     other => other?,
+    /// };
+    /// # let _ = answer; Ok(())
+    /// # }
+    /// ```
+    pub async fn try_next_with(
+        &self,
+        key: &str,
+        event: Event,
+        id: OpId,
+    ) -> Result<Result<Duration, InBackoff>, StoreError> {
+        self.gate(key, event, Some(id)).await
+    }
+
+    async fn gate(
+        &self,
+        key: &str,
+        event: Event,
+        id: Option<OpId>,
+    ) -> Result<Result<Duration, InBackoff>, StoreError> {
+        Ok(match self.run(Op::Gate, key, event, id).await? {
+            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
+            Reply::Refused { remaining_ns } => Err(InBackoff {
+                remaining: Duration::from_nanos(remaining_ns),
+            }),
+            Reply::Number(_) => {
+                return Err(StoreError::unexpected(key, "a number from the gate"));
+            }
+        })
     }
 
     /// client-go's `Get`: the current backoff, zero if there is no entry.
@@ -321,7 +363,12 @@ where
             .map(|n| n == 1)
     }
 
-    /// The Redis key that holds `key`'s entry: `prefix:key`.
+    /// The Redis key that holds `key`'s entry: `prefix:key`, with `%` and
+    /// `:` in `key` written `%25` and `%3A`. The entry's key is then
+    /// everything after the last `:`, so no two (prefix, key) pairs share
+    /// an entry (prefix `a` with key `b:c` is `a:b%3Ac`; prefix `a:b` with
+    /// key `c` is `a:b:c`). Braces pass through unchanged, so a Redis
+    /// Cluster hash tag in the prefix or the key works as usual.
     ///
     /// ```
     /// use keyed_backoff_redis::RedisBackoff;
@@ -329,11 +376,22 @@ where
     /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), keyed_backoff::ConfigError> {
     /// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(2)).prefix("p").build(conn)?;
     /// assert_eq!(b.redis_key("k"), "p:k");
+    /// assert_eq!(b.redis_key("ns:pod"), "p:ns%3Apod");
     /// # Ok(())
     /// # }
     /// ```
     pub fn redis_key(&self, key: &str) -> String {
-        format!("{}:{key}", self.prefix)
+        let mut out = String::with_capacity(self.prefix.len() + 1 + key.len());
+        out.push_str(&self.prefix);
+        out.push(':');
+        for c in key.chars() {
+            match c {
+                '%' => out.push_str("%25"),
+                ':' => out.push_str("%3A"),
+                c => out.push(c),
+            }
+        }
+        out
     }
 
     async fn number(&self, op: Op, key: &str, event: Event) -> Result<u64, StoreError> {

@@ -111,6 +111,22 @@ fn parse(key: &str, reply: redis::Value) -> Result<Reply, StoreError> {
         _ => None,
     };
     match &reply {
+        Value::Array(items)
+            if items.first().and_then(|v| match v {
+                Value::Int(n) => Some(*n),
+                _ => None,
+            }) == Some(-1) =>
+        {
+            let detail = match items.get(1) {
+                Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                Some(Value::SimpleString(s)) => s.clone(),
+                _ => "an entry that is not ours".to_owned(),
+            };
+            Err(StoreError::Corrupt {
+                key: key.to_string(),
+                detail,
+            })
+        }
         Value::Int(n) => u64::try_from(*n)
             .map(Reply::Number)
             .map_err(|_| StoreError::unexpected(key, "a negative number")),

@@ -723,3 +723,247 @@ fn without_a_fallback_a_failure_is_an_error() {
         assert_eq!(store.fallback_answers(), 0);
     });
 }
+
+// ---------------------------------------------------------------------------
+// Malformed and foreign entries: a typed error, never a zero backoff, and
+// the key left byte for byte as it was
+
+/// The key's exact serialized value and its time to live.
+async fn snapshot_of(conn: &mut ConnectionManager, key: &str) -> (Option<Vec<u8>>, i64) {
+    let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query_async(conn).await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap();
+    (dump, ttl)
+}
+
+/// Every operation on `key` (an entry someone damaged) answers `Corrupt`,
+/// and nothing is written: not the entry, not its time to live.
+async fn every_operation_refuses(
+    store: &Store,
+    conn: &mut ConnectionManager,
+    key: &str,
+    case: &str,
+) {
+    let redis_key = store.redis_key(key);
+    let before = snapshot_of(conn, &redis_key).await;
+    let id = OpId::new();
+    let results = [
+        ("next", store.next(key, Event::now()).await.map(drop)),
+        (
+            "next_with",
+            store.next_with(key, Event::now(), id).await.map(drop),
+        ),
+        (
+            "try_next",
+            store.try_next(key, Event::now()).await.map(drop),
+        ),
+        (
+            "try_next_with",
+            store.try_next_with(key, Event::now(), id).await.map(drop),
+        ),
+        ("get", store.get(key).await.map(drop)),
+        ("attempts", store.attempts(key).await.map(drop)),
+        (
+            "remaining",
+            store.remaining(key, Event::now()).await.map(drop),
+        ),
+        (
+            "since",
+            store.is_in_backoff_since(key, Event::now()).await.map(drop),
+        ),
+        (
+            "since_update",
+            store
+                .is_in_backoff_since_update(key, Event::now())
+                .await
+                .map(drop),
+        ),
+        ("reset", store.reset(key).await.map(drop)),
+        ("collect", store.collect(key).await.map(drop)),
+    ];
+    for (op, result) in results {
+        match result {
+            Err(StoreError::Corrupt { key: k, detail }) => {
+                assert_eq!(k, key, "{case}: {op}");
+                assert!(!detail.is_empty(), "{case}: {op}");
+            }
+            other => panic!("{case}: {op} gave {other:?}, not Corrupt"),
+        }
+    }
+    let after = snapshot_of(conn, &redis_key).await;
+    assert_eq!(before.0, after.0, "{case}: the entry was rewritten");
+    assert!(
+        after.1 <= before.1 && after.1 > before.1 - 60_000,
+        "{case}: TTL {before:?} -> {after:?}"
+    );
+}
+
+#[test]
+fn malformed_entries_are_corrupt_and_never_rewritten() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "malformed");
+        let mut c = conn;
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            (
+                "non-numeric backoff",
+                &[("b", "abc"), ("t", "1"), ("a", "1")],
+            ),
+            ("empty backoff", &[("b", ""), ("t", "1"), ("a", "1")]),
+            ("negative backoff", &[("b", "-5"), ("t", "1"), ("a", "1")]),
+            ("NaN backoff", &[("b", "nan"), ("t", "1"), ("a", "1")]),
+            ("infinite backoff", &[("b", "inf"), ("t", "1"), ("a", "1")]),
+            (
+                "exponent backoff",
+                &[("b", "1e300"), ("t", "1"), ("a", "1")],
+            ),
+            ("hex backoff", &[("b", "0x10"), ("t", "1"), ("a", "1")]),
+            (
+                "huge backoff",
+                &[("b", "99999999999999999999"), ("t", "1"), ("a", "1")],
+            ),
+            (
+                "fractional backoff",
+                &[("b", "1.5"), ("t", "1"), ("a", "1")],
+            ),
+            ("missing backoff", &[("t", "1"), ("a", "1")]),
+            (
+                "non-numeric time",
+                &[("b", "1000"), ("t", "soon"), ("a", "1")],
+            ),
+            ("missing time", &[("b", "1000"), ("a", "1")]),
+            (
+                "time far in the future",
+                &[("b", "1000"), ("t", "99999999999999999999"), ("a", "1")],
+            ),
+            (
+                "negative attempts",
+                &[("b", "1000"), ("t", "1"), ("a", "-1")],
+            ),
+            (
+                "too many attempts",
+                &[("b", "1000"), ("t", "1"), ("a", "99999")],
+            ),
+            ("missing attempts", &[("b", "1000"), ("t", "1")]),
+            (
+                "malformed recent ids",
+                &[("b", "1000"), ("t", "1"), ("a", "1"), ("r", "x,y")],
+            ),
+        ];
+        for (i, (case, fields)) in cases.iter().enumerate() {
+            let key = format!("case-{i}");
+            let mut hset = redis::cmd("HSET");
+            hset.arg(store.redis_key(&key));
+            for (f, v) in *fields {
+                hset.arg(*f).arg(*v);
+            }
+            let _: () = hset.query_async(&mut c).await.unwrap();
+            let _: () = redis::cmd("PEXPIRE")
+                .arg(store.redis_key(&key))
+                .arg(3_600_000)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            every_operation_refuses(&store, &mut c, &key, case).await;
+        }
+    });
+}
+
+#[test]
+fn foreign_keys_of_every_type_are_corrupt_and_left_alone() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "foreign");
+        let mut c = conn;
+        let writes: [(&str, redis::Cmd); 4] = [
+            (
+                "string",
+                redis::cmd("SET").arg(store.redis_key("s")).arg("x").clone(),
+            ),
+            (
+                "list",
+                redis::cmd("RPUSH")
+                    .arg(store.redis_key("l"))
+                    .arg("x")
+                    .clone(),
+            ),
+            (
+                "set",
+                redis::cmd("SADD")
+                    .arg(store.redis_key("e"))
+                    .arg("x")
+                    .clone(),
+            ),
+            (
+                "zset",
+                redis::cmd("ZADD")
+                    .arg(store.redis_key("z"))
+                    .arg(1)
+                    .arg("x")
+                    .clone(),
+            ),
+        ];
+        for ((case, cmd), key) in writes.into_iter().zip(["s", "l", "e", "z"]) {
+            let _: () = cmd.query_async(&mut c).await.unwrap();
+            every_operation_refuses(&store, &mut c, key, case).await;
+        }
+    });
+}
+
+#[test]
+fn a_retried_operation_id_counts_once_whatever_ran_in_between() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let a = store_on(conn.clone(), "retry-interleaved");
+        let b = a.clone();
+        let id = OpId::new();
+        // Replica A advances (and, say, never hears the answer); replica B
+        // advances too; A retries with its id: its first answer, no third
+        // advance.
+        let first = a.next_with("k", Event::now(), id).await.unwrap();
+        let other = b.next("k", Event::now()).await.unwrap();
+        let retried = a.next_with("k", Event::now(), id).await.unwrap();
+        assert_eq!(
+            (first, other, retried),
+            (
+                Duration::from_secs(1),
+                Duration::from_secs(2),
+                Duration::from_secs(1)
+            )
+        );
+        assert_eq!(a.attempts("k").await.unwrap(), 2);
+
+        // The gate's refusal is remembered too.
+        let gate_id = OpId::new();
+        let refused = a.try_next_with("k", Event::now(), gate_id).await.unwrap();
+        assert!(refused.is_err(), "{refused:?}");
+        let again = a.try_next_with("k", Event::now(), gate_id).await.unwrap();
+        assert_eq!(again, refused);
+        assert_eq!(a.attempts("k").await.unwrap(), 2);
+    });
+}
+
+#[test]
+fn prefixes_and_keys_never_share_an_entry() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let base = prefix("escape");
+        let build = |p: String| {
+            RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+                .prefix(p)
+                .build(conn.clone())
+                .unwrap()
+        };
+        let short = build(base.clone());
+        let long = build(format!("{base}:b"));
+        assert_ne!(short.redis_key("b:c"), long.redis_key("c"));
+        short.next("b:c", Event::now()).await.unwrap();
+        assert_eq!(long.attempts("c").await.unwrap(), 0);
+        assert_eq!(short.attempts("b:c").await.unwrap(), 1);
+        // A key with the escape character itself stays distinct too.
+        assert_ne!(short.redis_key("b%3Ac"), short.redis_key("b:c"));
+    });
+}
