@@ -210,7 +210,16 @@ impl Shared {
             ticket,
             armed: true,
         };
-        let woken = tokio::time::timeout(limits.queue_wait, rx).await;
+        // A runtime built without `enable_time` panics when a timer is
+        // made; refuse the request instead (dropping `waiting` gives its
+        // place up).
+        let Ok(timed) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tokio::time::timeout(limits.queue_wait, rx)
+        })) else {
+            drop(waiting);
+            return Err(limits.overloaded(Rejected::NoTimer));
+        };
+        let woken = timed.await;
         waiting.armed = false;
         if matches!(woken, Ok(Ok(()))) {
             return Ok(self.seat(ticket));
@@ -403,17 +412,18 @@ impl<Cl> FairnessLayer<Cl> {
         self
     }
 
-    /// The counts of `level` across every service the layer made.
+    /// The counts of `level` across every service the layer made, or
+    /// `None` if the level belongs to another `Apf`.
     ///
     /// ```
     /// # use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
     /// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
     /// let l = apf.level_id("l").unwrap();
     /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()));
-    /// assert_eq!(layer.level_stats(l).seats, 10);
+    /// assert_eq!(layer.level_stats(l).unwrap().seats, 10);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
-    pub fn level_stats(&self, level: LevelId) -> LevelStats {
+    pub fn level_stats(&self, level: LevelId) -> Option<LevelStats> {
         self.shared.state.lock().apf.level_stats(level)
     }
 }

@@ -51,7 +51,10 @@ pub use error::ConfigError;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
-pub use queue_set::{Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, Rejected, Ticket};
+pub use queue_set::{
+    Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, MAX_CHARGED_SERVICE,
+    MAX_ESTIMATED_SERVICE, MAX_QUEUES, Rejected, Ticket,
+};
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

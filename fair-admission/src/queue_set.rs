@@ -44,7 +44,48 @@ pub enum LimitResponse {
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LevelId(usize);
+pub struct LevelId {
+    /// The [`Apf`] it belongs to (clones of an `Apf` share it).
+    apf: u64,
+    index: usize,
+}
+
+/// Numbers each built [`Apf`], so a [`LevelId`] knows whose it is.
+static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The most queues a level may have: Kubernetes' limit. Each dispatch
+/// looks at every queue of its level, so even this many is slow.
+///
+/// ```
+/// use fair_admission::{Apf, LimitResponse, MAX_QUEUES};
+/// let err = Apf::builder(10)
+///     .level("l", 1, LimitResponse::Queue { queues: MAX_QUEUES + 1, queue_length_limit: 50, hand_size: 1 })
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.field(), "queues");
+/// ```
+pub const MAX_QUEUES: usize = 10_000_000;
+
+/// The longest estimated service time accepted: the API server's request
+/// timeout, 60 s.
+///
+/// ```
+/// use fair_admission::{Apf, MAX_ESTIMATED_SERVICE};
+/// use std::time::Duration;
+/// let err = Apf::builder(10).exempt("e").estimated_service(Duration::MAX).build().unwrap_err();
+/// assert_eq!(err.field(), "estimated_service");
+/// assert!(Apf::builder(10).exempt("e").estimated_service(MAX_ESTIMATED_SERVICE).build().is_ok());
+/// ```
+pub const MAX_ESTIMATED_SERVICE: Duration = Duration::from_secs(60);
+
+/// The most service time one completion is charged: an hour. A request
+/// reported as running longer (or `Duration::MAX`) is charged this much, so
+/// one report cannot push its queue out of turn for ages.
+///
+/// ```
+/// assert_eq!(fair_admission::MAX_CHARGED_SERVICE.as_secs(), 3_600);
+/// ```
+pub const MAX_CHARGED_SERVICE: Duration = Duration::from_secs(3_600);
 
 impl LevelId {
     /// The level's position in the builder's order.
@@ -56,7 +97,7 @@ impl LevelId {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn index(self) -> usize {
-        self.0
+        self.index
     }
 }
 
@@ -112,6 +153,12 @@ pub enum Rejected {
     NoSeat,
     /// The request waited longer than its caller allowed and was cancelled.
     TimedOut,
+    /// The [`LevelId`] does not belong to this [`Apf`] (it came from
+    /// another one): nothing was admitted or counted.
+    UnknownLevel,
+    /// The request would have to wait, but the tokio runtime has no time
+    /// driver to bound the wait (build it with `enable_time`).
+    NoTimer,
 }
 
 impl std::fmt::Display for Rejected {
@@ -120,6 +167,8 @@ impl std::fmt::Display for Rejected {
             Rejected::QueueFull => "the queue chosen for the flow is full",
             Rejected::NoSeat => "the priority level has no free seat",
             Rejected::TimedOut => "the request waited in its queue too long",
+            Rejected::UnknownLevel => "the priority level belongs to another Apf",
+            Rejected::NoTimer => "the runtime has no timer to bound the wait (enable_time)",
         })
     }
 }
@@ -131,7 +180,7 @@ impl std::error::Error for Rejected {}
 /// ```
 /// use fair_admission::{Apf, LimitResponse};
 /// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
-/// let s = apf.level_stats(apf.level_id("l").unwrap());
+/// let s = apf.level_stats(apf.level_id("l").unwrap()).unwrap();
 /// assert_eq!((s.seats, s.seats_in_use, s.waiting), (10, 0, 0));
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
@@ -186,6 +235,7 @@ pub struct LevelStats {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Apf {
+    id: u64,
     levels: Vec<Level>,
     tickets: HashMap<Ticket, Place>,
     next_ticket: u64,
@@ -258,7 +308,7 @@ impl Apf {
     ///     .level("catch-all", 5, LimitResponse::Reject)
     ///     .build()?;
     /// // Seats are split by shares, rounded up: 600 · 30 / 45.
-    /// assert_eq!(apf.level_stats(apf.level_id("workload-low").unwrap()).seats, 400);
+    /// assert_eq!(apf.level_stats(apf.level_id("workload-low").unwrap()).unwrap().seats, 400);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn builder(seats: u32) -> ApfBuilder {
@@ -279,13 +329,25 @@ impl Apf {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn level_id(&self, name: &str) -> Option<LevelId> {
-        self.levels.iter().position(|l| l.name == name).map(LevelId)
+        self.levels
+            .iter()
+            .position(|l| l.name == name)
+            .map(|index| LevelId {
+                apf: self.id,
+                index,
+            })
+    }
+
+    /// `level`'s index here, if it is one of this `Apf`'s levels.
+    fn index_of(&self, level: LevelId) -> Option<usize> {
+        (level.apf == self.id && level.index < self.levels.len()).then_some(level.index)
     }
 
     /// A request of flow `flow` needing `width` seats arrives at `level`.
     /// The width is taken as at least 1 and at most the level's seats (a
     /// wider request could never run). The flow is hashed deterministically,
-    /// so the same flow always gets the same hand.
+    /// so the same flow always gets the same hand. A `level` from another
+    /// `Apf` is refused with [`Rejected::UnknownLevel`].
     ///
     /// ```
     /// use fair_admission::{Admit, Apf, LimitResponse};
@@ -298,10 +360,12 @@ impl Apf {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn admit<F: Hash + ?Sized>(&mut self, level: LevelId, flow: &F, width: u32) -> Admit {
+        let Some(index) = self.index_of(level) else {
+            return Admit::Rejected(Rejected::UnknownLevel);
+        };
         let hash = self.hasher.hash_one(flow);
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
-        let index = level.0;
         let l = &mut self.levels[index];
         let width = width.clamp(1, l.seats.max(1));
         match &mut l.kind {
@@ -382,7 +446,7 @@ impl Apf {
         let l = &mut self.levels[level];
         l.in_use = l.in_use.saturating_sub(width);
         if let (Kind::Queue(qs), Some(queue)) = (&mut l.kind, queue) {
-            let secs = service.as_secs_f64();
+            let secs = service.min(MAX_CHARGED_SERVICE).as_secs_f64();
             let q = &mut qs.queues[queue];
             q.executing_seats -= width;
             q.vfinish += f64::from(width) * secs - charged;
@@ -426,7 +490,7 @@ impl Apf {
     }
 
     /// The queues `flow` is dealt at `level`, or `None` if the level does
-    /// not queue.
+    /// not queue (or belongs to another `Apf`).
     ///
     /// ```
     /// use fair_admission::{Apf, LimitResponse};
@@ -438,13 +502,13 @@ impl Apf {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn hand<F: Hash + ?Sized>(&self, level: LevelId, flow: &F) -> Option<Hand> {
-        match &self.levels[level.0].kind {
+        match &self.levels[self.index_of(level)?].kind {
             Kind::Queue(qs) => Some(qs.dealer.deal(self.hasher.hash_one(flow))),
             _ => None,
         }
     }
 
-    /// The counts of `level`.
+    /// The counts of `level`, or `None` if it belongs to another `Apf`.
     ///
     /// ```
     /// use fair_admission::{Apf, LimitResponse};
@@ -452,23 +516,23 @@ impl Apf {
     /// let level = apf.level_id("l").unwrap();
     /// apf.admit(level, &"f", 2);
     /// apf.admit(level, &"f", 1);
-    /// let s = apf.level_stats(level);
+    /// let s = apf.level_stats(level).unwrap();
     /// assert_eq!((s.seats_in_use, s.dispatched, s.rejected), (2, 1, 1));
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
-    pub fn level_stats(&self, level: LevelId) -> LevelStats {
-        let l = &self.levels[level.0];
+    pub fn level_stats(&self, level: LevelId) -> Option<LevelStats> {
+        let l = &self.levels[self.index_of(level)?];
         let waiting = match &l.kind {
             Kind::Queue(qs) => qs.queues.iter().map(|q| q.waiting.len()).sum(),
             _ => 0,
         };
-        LevelStats {
+        Some(LevelStats {
             seats: l.seats,
             seats_in_use: l.in_use,
             waiting,
             dispatched: l.dispatched,
             rejected: l.rejected,
-        }
+        })
     }
 
     /// Dispatches from `level`'s queues while the next request by fair
@@ -550,8 +614,8 @@ impl ApfBuilder {
     ///     .level("a", 1, LimitResponse::Reject)
     ///     .level("b", 2, LimitResponse::Reject)
     ///     .build()?;
-    /// assert_eq!(apf.level_stats(apf.level_id("a").unwrap()).seats, 4);
-    /// assert_eq!(apf.level_stats(apf.level_id("b").unwrap()).seats, 7);
+    /// assert_eq!(apf.level_stats(apf.level_id("a").unwrap()).unwrap().seats, 4);
+    /// assert_eq!(apf.level_stats(apf.level_id("b").unwrap()).unwrap().seats, 7);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn level(mut self, name: &str, shares: u32, limit: LimitResponse) -> Self {
@@ -566,7 +630,7 @@ impl ApfBuilder {
     /// ```
     /// # use fair_admission::Apf;
     /// let apf = Apf::builder(10).exempt("exempt").build()?;
-    /// assert_eq!(apf.level_stats(apf.level_id("exempt").unwrap()).seats, 0);
+    /// assert_eq!(apf.level_stats(apf.level_id("exempt").unwrap()).unwrap().seats, 0);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn exempt(mut self, name: &str) -> Self {
@@ -576,7 +640,9 @@ impl ApfBuilder {
 
     /// The service time to charge a request before it completes and its
     /// real time is known; later estimates follow the completions. Default
-    /// 100 ms. Only the order of dispatch in the short run depends on it.
+    /// 100 ms; `build` accepts more than zero and at most
+    /// [`MAX_ESTIMATED_SERVICE`] (60 s). Only the order of dispatch in the
+    /// short run depends on it.
     ///
     /// ```
     /// # use fair_admission::{Apf, LimitResponse};
@@ -613,14 +679,14 @@ impl ApfBuilder {
         if self.levels.is_empty() {
             return Err(ConfigError::new("levels", "at least one level", "none"));
         }
-        let estimate = self.estimate.as_secs_f64();
-        if estimate <= 0.0 {
+        if self.estimate.is_zero() || self.estimate > MAX_ESTIMATED_SERVICE {
             return Err(ConfigError::new(
                 "estimated_service",
-                "greater than zero",
+                format!("greater than zero and at most {MAX_ESTIMATED_SERVICE:?}"),
                 format!("{:?}", self.estimate),
             ));
         }
+        let estimate = self.estimate.as_secs_f64();
         let total_shares: u64 = self.levels.iter().map(|&(_, s, _)| u64::from(s)).sum();
         let mut levels = Vec::with_capacity(self.levels.len());
         for (i, (name, shares, limit)) in self.levels.iter().enumerate() {
@@ -640,6 +706,13 @@ impl ApfBuilder {
                 }) => {
                     if queue_length_limit == 0 {
                         return Err(ConfigError::new("queue_length_limit", "at least 1", 0));
+                    }
+                    if queues > MAX_QUEUES {
+                        return Err(ConfigError::new(
+                            "queues",
+                            format!("between 1 and {MAX_QUEUES}"),
+                            queues,
+                        ));
                     }
                     Kind::Queue(Queues {
                         dealer: Dealer::new(queues, hand_size).map_err(|e| {
@@ -673,6 +746,7 @@ impl ApfBuilder {
             });
         }
         Ok(Apf {
+            id: NEXT_APF.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             levels,
             tickets: HashMap::new(),
             next_ticket: 0,

@@ -238,7 +238,7 @@ fn cancelling_a_waiting_request_frees_its_place_and_counts_it_rejected() {
         apf.complete(running, Duration::from_millis(10)),
         Some(vec![again])
     );
-    let stats = apf.level_stats(level);
+    let stats = apf.level_stats(level).unwrap();
     assert_eq!(
         (
             stats.dispatched,
@@ -268,7 +268,7 @@ fn levels_share_the_seats_and_an_exempt_level_bypasses_them() {
     let Admit::Dispatched(wide) = apf.admit(b, "y", 9) else {
         panic!()
     };
-    assert_eq!(apf.level_stats(b).seats_in_use, 2);
+    assert_eq!(apf.level_stats(b).unwrap().seats_in_use, 2);
     assert_eq!(apf.admit(b, "y", 1), Admit::Rejected(Rejected::NoSeat));
     apf.complete(wide, Duration::ZERO).unwrap();
     assert!(matches!(apf.admit(b, "y", 1), Admit::Dispatched(_)));

@@ -108,7 +108,7 @@ async fn a_full_queue_is_refused_at_once_with_retry_after() {
         .expect("an Overloaded error");
     assert_eq!(overloaded.reason(), Rejected::QueueFull);
     assert_eq!(overloaded.retry_after_secs(), 2);
-    let stats = layer.level_stats(level);
+    let stats = layer.level_stats(level).unwrap();
     assert_eq!(
         (stats.seats_in_use, stats.waiting, stats.rejected),
         (1, 2, 1)
@@ -140,7 +140,7 @@ async fn a_request_that_waits_too_long_is_refused_when_its_wait_runs_out() {
         Rejected::TimedOut
     );
     running.await.unwrap().unwrap();
-    let stats = layer.level_stats(level);
+    let stats = layer.level_stats(level).unwrap();
     assert_eq!(
         (
             stats.seats_in_use,
@@ -161,14 +161,14 @@ async fn a_caller_that_goes_away_gives_up_its_place_and_its_seat() {
     let running = tokio::spawn(service.clone().oneshot("a".to_owned()));
     let waiting = tokio::spawn(service.clone().oneshot("a".to_owned()));
     tokio::task::yield_now().await;
-    assert_eq!(layer.level_stats(level).waiting, 1);
+    assert_eq!(layer.level_stats(level).unwrap().waiting, 1);
     waiting.abort();
     let _ = waiting.await;
-    assert_eq!(layer.level_stats(level).waiting, 0);
+    assert_eq!(layer.level_stats(level).unwrap().waiting, 0);
     // Dropping the running request releases its seat at once.
     running.abort();
     let _ = running.await;
-    assert_eq!(layer.level_stats(level).seats_in_use, 0);
+    assert_eq!(layer.level_stats(level).unwrap().seats_in_use, 0);
     let started = Instant::now();
     service.clone().oneshot("b".to_owned()).await.unwrap();
     assert_eq!(started.elapsed(), 10 * SEC);
