@@ -149,13 +149,13 @@ impl fmt::Display for Overloaded {
 impl std::error::Error for Overloaded {}
 
 /// State shared by the layer and every service it makes.
-struct Shared {
+pub(crate) struct Shared {
     state: Mutex<State>,
 }
 
 /// The layer's time limits, copied into each service it makes.
 #[derive(Debug, Clone, Copy)]
-struct Limits {
+pub(crate) struct Limits {
     queue_wait: Duration,
     retry_after: Duration,
 }
@@ -189,7 +189,11 @@ impl State {
 
 impl Shared {
     /// Admits a request, waiting in its queue up to `limits.queue_wait`.
-    async fn acquire(self: &Arc<Self>, class: Class, limits: Limits) -> Result<Seat, Overloaded> {
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        class: Class,
+        limits: Limits,
+    ) -> Result<Seat, Overloaded> {
         let (ticket, rx) = {
             let mut state = self.state.lock();
             match state
@@ -273,7 +277,7 @@ impl Drop for Waiting {
 
 /// Seats held by a running request, released (with the time it ran) when
 /// it finishes, fails, or is dropped.
-struct Seat {
+pub(crate) struct Seat {
     shared: Arc<Shared>,
     ticket: Ticket,
     started: Instant,
@@ -323,9 +327,9 @@ impl Drop for Seat {
 /// # }).unwrap();
 /// ```
 pub struct FairnessLayer<Cl> {
-    shared: Arc<Shared>,
-    classify: Arc<Cl>,
-    limits: Limits,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) classify: Arc<Cl>,
+    pub(crate) limits: Limits,
 }
 
 impl<Cl> Clone for FairnessLayer<Cl> {

@@ -42,12 +42,17 @@
 
 mod dealer;
 mod error;
+#[cfg(feature = "http")]
+mod http;
 #[cfg(feature = "tower")]
 mod layer;
 mod queue_set;
 
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
 pub use error::ConfigError;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};

@@ -1,0 +1,274 @@
+//! The layer for `http` services (hyper, axum, tonic): an overloaded
+//! request gets a `429 Too Many Requests` with `Retry-After` as its
+//! response, and an admitted request's seat is held until its response
+//! body has been sent, not just its headers.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::header::{HeaderValue, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+
+use crate::layer::{Limits, Seat, Shared};
+use crate::{Class, FairnessLayer, Overloaded};
+
+impl Overloaded {
+    /// This refusal as an HTTP response: `429 Too Many Requests` with
+    /// `Retry-After` in whole seconds and an empty body (feature `http`).
+    /// For a hand-written error handler; [`FairnessLayer::http`] answers
+    /// with it by itself.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, Admit, Class, FairnessLayer, LimitResponse, Rejected};
+    /// # fn overloaded() -> fair_admission::Overloaded { unimplemented!() }
+    /// # if false {
+    /// let response: http::Response<String> = overloaded().to_http_response();
+    /// assert_eq!(response.status(), 429);
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+    pub fn to_http_response<B: Default>(&self) -> Response<B> {
+        let mut response = Response::new(B::default());
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        response
+    }
+}
+
+impl<Cl> FairnessLayer<Cl> {
+    /// The layer for `http` services (feature `http`): a refused request is
+    /// answered `429 Too Many Requests` with `Retry-After` (so the
+    /// service's error type is kept: an axum `Router` takes it with
+    /// `.layer(..)` as it is), and an admitted request holds its seat until
+    /// its response body has been sent to the end, fails, or is dropped.
+    /// A streamed body (a large list, server-sent events, a watch) thus
+    /// counts against the level for as long as it streams, as Kubernetes
+    /// holds a seat for the whole handler.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let apf = Apf::builder(100).level("all", 1, LimitResponse::Reject).build()?;
+    /// let level = apf.level_id("all").unwrap();
+    /// let layer = FairnessLayer::new(apf, move |req: &Request<String>| {
+    ///     Class::new(level, req.headers().get("x-user").map_or("", |v| v.to_str().unwrap_or("")))
+    /// })
+    /// .http();
+    /// let service = layer.layer(tower::service_fn(|_req: Request<String>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// let response = service.oneshot(Request::new(String::new())).await?;
+    /// assert_eq!(response.status(), 200);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+    pub fn http(self) -> HttpFairnessLayer<Cl> {
+        HttpFairnessLayer { layer: self }
+    }
+}
+
+/// [`FairnessLayer`] for `http` services; from [`FairnessLayer::http`].
+///
+/// ```
+/// use fair_admission::{Apf, Class, FairnessLayer, HttpFairnessLayer, LimitResponse};
+/// let apf = Apf::builder(10).exempt("all").build()?;
+/// let level = apf.level_id("all").unwrap();
+/// let layer: HttpFairnessLayer<_> =
+///     FairnessLayer::new(apf, move |_: &http::Request<()>| Class::new(level, "")).http();
+/// # let _ = layer;
+/// # Ok::<(), fair_admission::ConfigError>(())
+/// ```
+pub struct HttpFairnessLayer<Cl> {
+    layer: FairnessLayer<Cl>,
+}
+
+impl<Cl> Clone for HttpFairnessLayer<Cl> {
+    fn clone(&self) -> Self {
+        HttpFairnessLayer {
+            layer: self.layer.clone(),
+        }
+    }
+}
+
+impl<Cl> fmt::Debug for HttpFairnessLayer<Cl> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpFairnessLayer")
+            .field("layer", &self.layer)
+            .finish()
+    }
+}
+
+impl<S, Cl> tower_layer::Layer<S> for HttpFairnessLayer<Cl> {
+    type Service = HttpFairness<S, Cl>;
+
+    fn layer(&self, inner: S) -> HttpFairness<S, Cl> {
+        HttpFairness {
+            inner,
+            shared: Arc::clone(&self.layer.shared),
+            classify: Arc::clone(&self.layer.classify),
+            limits: self.layer.limits,
+        }
+    }
+}
+
+/// The service [`HttpFairnessLayer`] makes.
+///
+/// ```
+/// use fair_admission::{Apf, Class, FairnessLayer, HttpFairness, LimitResponse};
+/// use tower::Layer;
+/// let apf = Apf::builder(10).exempt("all").build()?;
+/// let level = apf.level_id("all").unwrap();
+/// let layer = FairnessLayer::new(apf, move |_: &http::Request<()>| Class::new(level, "")).http();
+/// let service = layer.layer(tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// }));
+/// # let _ = service;
+/// # Ok::<(), fair_admission::ConfigError>(())
+/// ```
+pub struct HttpFairness<S, Cl> {
+    inner: S,
+    shared: Arc<Shared>,
+    classify: Arc<Cl>,
+    limits: Limits,
+}
+
+impl<S: Clone, Cl> Clone for HttpFairness<S, Cl> {
+    fn clone(&self) -> Self {
+        HttpFairness {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+            classify: Arc::clone(&self.classify),
+            limits: self.limits,
+        }
+    }
+}
+
+impl<S: fmt::Debug, Cl> fmt::Debug for HttpFairness<S, Cl> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpFairness")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Cl, ReqB, ResB> tower_service::Service<Request<ReqB>> for HttpFairness<S, Cl>
+where
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Default + Send + 'static,
+    Cl: Fn(&Request<ReqB>) -> Class,
+{
+    type Response = Response<SeatBody<ResB>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let class = (self.classify)(&req);
+        // As in `Fairness`: the clone stays, the service goes with the call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        let limits = self.limits;
+        Box::pin(async move {
+            let seat = match shared.acquire(class, limits).await {
+                Ok(seat) => seat,
+                Err(overloaded) => {
+                    return Ok(overloaded
+                        .to_http_response::<ResB>()
+                        .map(|body| SeatBody::new(body, None)));
+                }
+            };
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            // An error drops the seat here; a response carries it.
+            let response = inner.call(req).await?;
+            Ok(response.map(|body| SeatBody::new(body, Some(seat))))
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that holds its request's seat until the body ends
+    /// (its last frame is read), fails, or is dropped (the client went
+    /// away); from [`HttpFairness`]. It is the inner body in every other
+    /// respect.
+    ///
+    /// ```
+    /// use fair_admission::SeatBody;
+    /// fn takes_a_body(_: impl http_body::Body) {}
+    /// fn check(body: SeatBody<String>) { takes_a_body(body) }
+    /// ```
+    pub struct SeatBody<B> {
+        #[pin]
+        inner: B,
+        seat: Option<Seat>,
+    }
+}
+
+impl<B> SeatBody<B> {
+    fn new(inner: B, seat: Option<Seat>) -> Self {
+        SeatBody { inner, seat }
+    }
+
+    /// Whether the body still holds a seat (it has not ended yet, and it
+    /// is the body of an admitted request, not of a 429).
+    ///
+    /// ```
+    /// use fair_admission::SeatBody;
+    /// fn still_running(body: &SeatBody<String>) -> bool { body.holds_seat() }
+    /// ```
+    pub fn holds_seat(&self) -> bool {
+        self.seat.is_some()
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for SeatBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SeatBody")
+            .field("inner", &self.inner)
+            .field("holds_seat", &self.seat.is_some())
+            .finish()
+    }
+}
+
+impl<B: Body> Body for SeatBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let polled = this.inner.poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            // Sent, or failed: the seat is free now, not when the
+            // connection gets around to dropping the body.
+            this.seat.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
