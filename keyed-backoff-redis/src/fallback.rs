@@ -41,8 +41,22 @@ impl Fallback {
             .is_some_and(|until| Instant::now() < until)
     }
 
-    pub(crate) fn trip(&self) {
-        *self.open_until.lock() = Some(Instant::now() + self.open_for);
+    /// Opens the breaker for `open_for`; whether it had been closed.
+    pub(crate) fn trip(&self) -> bool {
+        self.open_until
+            .lock()
+            .replace(Instant::now() + self.open_for)
+            .is_none()
+    }
+
+    /// Closes the breaker after Redis answered; whether it had been open.
+    pub(crate) fn close(&self) -> bool {
+        let mut open_until = self.open_until.lock();
+        open_until.take().is_some()
+    }
+
+    pub(crate) fn open_for(&self) -> Duration {
+        self.open_for
     }
 
     /// `op` answered by the local manager; the event's age is measured back

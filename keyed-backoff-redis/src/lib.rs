@@ -53,6 +53,7 @@ mod builder;
 mod error;
 mod event;
 mod fallback;
+mod observe;
 mod script;
 
 use std::fmt;
@@ -426,18 +427,41 @@ where
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
         let Some(fallback) = &self.fallback else {
-            return self.run_script(op, key, event, id).await;
+            return self.observed(op, key, event, id).await;
         };
         if fallback.is_open() {
+            observe::fallback_answer(op, key);
             return Ok(fallback.answer(op, key, event));
         }
-        match self.run_script(op, key, event, id).await {
-            Err(StoreError::Unavailable { .. } | StoreError::TimedOut { .. }) => {
-                fallback.trip();
+        match self.observed(op, key, event, id).await {
+            Err(error @ (StoreError::Unavailable { .. } | StoreError::TimedOut { .. })) => {
+                if fallback.trip() {
+                    observe::breaker_opened(&error, fallback.open_for());
+                }
+                observe::fallback_answer(op, key);
                 Ok(fallback.answer(op, key, event))
             }
-            other => other,
+            other => {
+                if fallback.close() {
+                    observe::breaker_closed();
+                }
+                other
+            }
         }
+    }
+
+    /// [`run_script`](Self::run_script), measured and reported.
+    async fn observed(
+        &self,
+        op: Op,
+        key: &str,
+        event: Event,
+        id: Option<OpId>,
+    ) -> Result<Reply, StoreError> {
+        let started = std::time::Instant::now();
+        let result = self.run_script(op, key, event, id).await;
+        observe::operation(op, key, &result, started.elapsed());
+        result
     }
 }
 

@@ -1,0 +1,189 @@
+//! What an operator sees when Redis goes away and comes back: `tracing`
+//! events and `metrics` counters, against a real redis-server this test
+//! starts (and pauses) on loopback.
+
+#![cfg(all(feature = "metrics", feature = "tracing"))]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+use keyed_backoff_testkit::redis_server::Server;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use redis::aio::ConnectionManager;
+use tracing::field::{Field, Visit};
+use tracing::{Level, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+/// One metric: its name, its labels and its value.
+type Sample = (String, Vec<(String, String)>, DebugValue);
+
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<(Level, String)>>>);
+
+struct Message(String);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut m = Message(String::new());
+        event.record(&mut m);
+        self.0
+            .lock()
+            .unwrap()
+            .push((*event.metadata().level(), m.0));
+    }
+}
+
+#[test]
+fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let events = Events::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        tracing::subscriber::with_default(subscriber, || {
+            rt.block_on(async {
+                let client = redis::Client::open(server.url.as_str()).unwrap();
+                let conn = ConnectionManager::new(client).await.unwrap();
+                let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+                    .prefix(format!("observe-{:x}", rand::random::<u32>()))
+                    .timeout(Duration::from_millis(200))
+                    .fallback(Duration::from_millis(300))
+                    .build(conn.clone())
+                    .unwrap();
+                store.next("k", Event::now()).await.unwrap();
+                server.pause();
+                store.next("k", Event::now()).await.unwrap(); // times out: breaker opens
+                store.next("k", Event::now()).await.unwrap(); // answered while open
+                server.resume();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let before = store.fallback_answers();
+                    store.get("k").await.unwrap();
+                    if store.fallback_answers() == before {
+                        break; // Redis answered
+                    }
+                    assert!(Instant::now() < deadline, "Redis never took over again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                // A key that is not ours: an error event, and the error.
+                let mut c = conn;
+                let _: () = redis::cmd("SET")
+                    .arg(store.redis_key("x"))
+                    .arg("v")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                assert!(matches!(
+                    store.get("x").await,
+                    Err(StoreError::Corrupt { .. })
+                ));
+            });
+        });
+    });
+
+    let seen = events.0.lock().unwrap().clone();
+    let position = |needle: &str| seen.iter().position(|(_, m)| m.contains(needle));
+    let opened = position("breaker opened").expect("an event when the breaker opens");
+    let closed = position("breaker closed").expect("an event when it closes");
+    assert!(opened < closed, "{seen:?}");
+    assert_eq!(seen[opened].0, Level::WARN);
+    assert!(
+        seen.iter()
+            .any(|(l, m)| *l == Level::WARN && m == "store error"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(l, m)| *l == Level::ERROR && m == "entry is not ours"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().filter(|(_, m)| m.contains("fallback")).count() >= 2,
+        "{seen:?}"
+    );
+
+    let metrics: Vec<Sample> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let labels = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            (key.key().name().to_owned(), labels, value)
+        })
+        .collect();
+    let counter = |name: &str, labels: &[(&str, &str)]| -> u64 {
+        metrics
+            .iter()
+            .filter(|(n, ls, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, _, v)| match v {
+                DebugValue::Counter(c) => *c,
+                _ => 0,
+            })
+            .sum()
+    };
+    assert!(
+        counter(
+            "keyed_backoff_redis_operations_total",
+            &[("op", "next"), ("result", "ok")]
+        ) >= 1
+    );
+    assert_eq!(
+        counter(
+            "keyed_backoff_redis_operations_total",
+            &[("result", "timed_out")]
+        ),
+        1
+    );
+    assert_eq!(
+        counter(
+            "keyed_backoff_redis_operations_total",
+            &[("result", "corrupt")]
+        ),
+        1
+    );
+    assert_eq!(counter("keyed_backoff_redis_breaker_trips_total", &[]), 1);
+    assert!(
+        counter(
+            "keyed_backoff_redis_fallback_answers_total",
+            &[("op", "next")]
+        ) >= 2
+    );
+    let open = metrics
+        .iter()
+        .find(|(n, _, _)| n == "keyed_backoff_redis_breaker_open")
+        .map(|(_, _, v)| v);
+    assert!(
+        matches!(open, Some(DebugValue::Gauge(g)) if g.into_inner() == 0.0),
+        "{open:?}"
+    );
+    assert!(metrics.iter().any(
+        |(n, _, v)| n == "keyed_backoff_redis_operation_duration_seconds"
+            && matches!(v, DebugValue::Histogram(h) if !h.is_empty())
+    ));
+}
