@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+use crate::observe;
 
 /// An error boxed as tower middleware boxes them.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -194,14 +195,23 @@ impl Shared {
         class: Class,
         limits: Limits,
     ) -> Result<Seat, Overloaded> {
+        let arrived = Instant::now();
+        let level = class.level;
         let (ticket, rx) = {
             let mut state = self.state.lock();
-            match state
+            let admitted = state
                 .apf
-                .admit(class.level, class.flow.as_str(), class.width)
-            {
-                Admit::Dispatched(ticket) => return Ok(self.seat(ticket)),
-                Admit::Rejected(reason) => return Err(limits.overloaded(reason)),
+                .admit(class.level, class.flow.as_str(), class.width);
+            observe::level(&state.apf, level);
+            match admitted {
+                Admit::Dispatched(ticket) => {
+                    observe::waited(&state.apf, level, arrived, true);
+                    return Ok(self.seat(ticket, level));
+                }
+                Admit::Rejected(reason) => {
+                    observe::rejected(&state.apf, &class, reason);
+                    return Err(limits.overloaded(reason));
+                }
                 Admit::Queued(ticket) => {
                     let (tx, rx) = oneshot::channel();
                     state.waiters.insert(ticket, tx);
@@ -212,6 +222,7 @@ impl Shared {
         let mut waiting = Waiting {
             shared: Arc::clone(self),
             ticket,
+            level,
             armed: true,
         };
         // A runtime built without `enable_time` panics when a timer is
@@ -226,24 +237,29 @@ impl Shared {
         let woken = timed.await;
         waiting.armed = false;
         if matches!(woken, Ok(Ok(()))) {
-            return Ok(self.seat(ticket));
+            observe::waited(&self.state.lock().apf, level, arrived, true);
+            return Ok(self.seat(ticket, level));
         }
         let mut state = self.state.lock();
         match state.apf.cancel(ticket) {
             Some(dispatched) => {
                 state.waiters.remove(&ticket);
                 state.wake(dispatched);
+                observe::level(&state.apf, level);
+                observe::waited(&state.apf, level, arrived, false);
+                observe::rejected(&state.apf, &class, Rejected::TimedOut);
                 Err(limits.overloaded(Rejected::TimedOut))
             }
             // Dispatched at the moment the wait ran out: the seat is ours.
-            None => Ok(self.seat(ticket)),
+            None => Ok(self.seat(ticket, level)),
         }
     }
 
-    fn seat(self: &Arc<Self>, ticket: Ticket) -> Seat {
+    fn seat(self: &Arc<Self>, ticket: Ticket, level: LevelId) -> Seat {
         Seat {
             shared: Arc::clone(self),
             ticket,
+            level,
             started: Instant::now(),
         }
     }
@@ -254,6 +270,7 @@ impl Shared {
 struct Waiting {
     shared: Arc<Shared>,
     ticket: Ticket,
+    level: LevelId,
     armed: bool,
 }
 
@@ -272,6 +289,7 @@ impl Drop for Waiting {
                 .unwrap_or_default(),
         };
         state.wake(dispatched);
+        observe::level(&state.apf, self.level);
     }
 }
 
@@ -280,6 +298,7 @@ impl Drop for Waiting {
 pub(crate) struct Seat {
     shared: Arc<Shared>,
     ticket: Ticket,
+    level: LevelId,
     started: Instant,
 }
 
@@ -289,6 +308,7 @@ impl Drop for Seat {
         let ran = self.started.elapsed();
         let dispatched = state.apf.complete(self.ticket, ran).unwrap_or_default();
         state.wake(dispatched);
+        observe::level(&state.apf, self.level);
     }
 }
 

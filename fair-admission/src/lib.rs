@@ -46,6 +46,8 @@ mod error;
 mod http;
 #[cfg(feature = "tower")]
 mod layer;
+#[cfg(feature = "tower")]
+mod observe;
 mod queue_set;
 
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};

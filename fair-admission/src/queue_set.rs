@@ -338,6 +338,20 @@ impl Apf {
             })
     }
 
+    /// The name `level` was built with, or `None` if it belongs to another
+    /// `Apf`.
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, LimitResponse};
+    /// let apf = Apf::builder(10).exempt("system").build()?;
+    /// let level = apf.level_id("system").unwrap();
+    /// assert_eq!(apf.level_name(level), Some("system"));
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn level_name(&self, level: LevelId) -> Option<&str> {
+        Some(self.levels[self.index_of(level)?].name.as_str())
+    }
+
     /// `level`'s index here, if it is one of this `Apf`'s levels.
     fn index_of(&self, level: LevelId) -> Option<usize> {
         (level.apf == self.id && level.index < self.levels.len()).then_some(level.index)
