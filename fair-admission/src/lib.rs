@@ -60,7 +60,7 @@ pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
 pub use queue_set::{
     Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, MAX_CHARGED_SERVICE,
-    MAX_ESTIMATED_SERVICE, MAX_QUEUES, Rejected, Ticket,
+    MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_SEATS_PER_REQUEST, Rejected, Ticket,
 };
 
 /// The README's example, compiled as a doc test.

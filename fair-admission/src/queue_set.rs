@@ -66,6 +66,19 @@ static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// ```
 pub const MAX_QUEUES: usize = 10_000_000;
 
+/// The most seats one request occupies, whatever width it asks for:
+/// Kubernetes' default for the seats a work estimate may reach.
+///
+/// ```
+/// use fair_admission::{Admit, Apf, LimitResponse, MAX_SEATS_PER_REQUEST};
+/// let mut apf = Apf::builder(100).level("l", 1, LimitResponse::Reject).build()?;
+/// let level = apf.level_id("l").unwrap();
+/// apf.admit(level, &"wide", 1_000);
+/// assert_eq!(apf.level_stats(level).unwrap().seats_in_use, MAX_SEATS_PER_REQUEST);
+/// # Ok::<(), fair_admission::ConfigError>(())
+/// ```
+pub const MAX_SEATS_PER_REQUEST: u32 = 10;
+
 /// The longest estimated service time accepted: the API server's request
 /// timeout, 60 s.
 ///
@@ -358,8 +371,10 @@ impl Apf {
     }
 
     /// A request of flow `flow` needing `width` seats arrives at `level`.
-    /// The width is taken as at least 1 and at most the level's seats (a
-    /// wider request could never run). The flow is hashed deterministically,
+    /// The width is taken as at least 1 and at most
+    /// [`MAX_SEATS_PER_REQUEST`] (Kubernetes' cap, so that one wide request
+    /// cannot drain a level while it waits for its seats) and the level's
+    /// seats (a wider request could never run). The flow is hashed deterministically,
     /// so the same flow always gets the same hand. A `level` from another
     /// `Apf` is refused with [`Rejected::UnknownLevel`].
     ///
@@ -381,7 +396,7 @@ impl Apf {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         let l = &mut self.levels[index];
-        let width = width.clamp(1, l.seats.max(1));
+        let width = width.clamp(1, l.seats.clamp(1, MAX_SEATS_PER_REQUEST));
         match &mut l.kind {
             Kind::Reject if l.seats - l.in_use < width => {
                 l.rejected += 1;
