@@ -11,6 +11,7 @@ use redis::aio::ConnectionLike;
 
 use crate::RedisBackoff;
 use crate::fallback::Fallback;
+use crate::near::NearCache;
 
 /// Where the store's now comes from.
 #[derive(Clone)]
@@ -47,6 +48,7 @@ pub struct RedisBackoffBuilder {
     timeout: Duration,
     now: Now,
     fallback: Option<Duration>,
+    near_cache: bool,
 }
 
 impl fmt::Debug for RedisBackoffBuilder {
@@ -57,6 +59,7 @@ impl fmt::Debug for RedisBackoffBuilder {
             .field("timeout", &self.timeout)
             .field("redis_time", &matches!(self.now, Now::Redis))
             .field("fallback", &self.fallback)
+            .field("near_cache", &self.near_cache)
             .finish()
     }
 }
@@ -147,6 +150,26 @@ impl RedisBackoffBuilder {
         self
     }
 
+    /// Answer a gate ([`try_next`](RedisBackoff::try_next)) in process,
+    /// without a round trip, while this store already knows the key is in
+    /// backoff: after this store advanced the key, or was refused, until
+    /// the end of that backoff. The answer cannot change before then except
+    /// by a reset: a [`reset`](RedisBackoff::reset) through this store is
+    /// seen at once, but a reset by another replica only when the
+    /// remembered window ends (never later than the key's backoff). Calls
+    /// with an [`OpId`](crate::OpId) always go to Redis. Default: off.
+    ///
+    /// ```
+    /// use keyed_backoff_redis::RedisBackoff;
+    /// use std::time::Duration;
+    /// let builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).near_cache(true);
+    /// # let _ = builder;
+    /// ```
+    pub fn near_cache(mut self, on: bool) -> Self {
+        self.near_cache = on;
+        self
+    }
+
     /// Read now from `clock` instead of Redis `TIME`, in nanoseconds since
     /// the instant the store is built. For tests and replays (a
     /// [`MockClock`](keyed_backoff::clock::MockClock)): instances built at
@@ -223,6 +246,7 @@ impl RedisBackoffBuilder {
             draws: Arc::new(UnitDraws::new(seed)),
             now: self.now,
             fallback,
+            near: self.near_cache.then(|| Arc::new(NearCache::new())),
         })
     }
 }
@@ -255,6 +279,7 @@ impl RedisBackoff<()> {
             timeout: Duration::from_millis(250),
             now: Now::Redis,
             fallback: None,
+            near_cache: false,
         }
     }
 }

@@ -53,6 +53,7 @@ mod builder;
 mod error;
 mod event;
 mod fallback;
+mod near;
 mod observe;
 mod script;
 
@@ -74,6 +75,7 @@ pub use redis;
 
 use builder::Now;
 use fallback::Fallback;
+use near::NearCache;
 use script::{Op, Reply};
 
 /// client-go's per-key backoff, kept in Redis so a whole fleet shares it.
@@ -107,6 +109,7 @@ pub struct RedisBackoff<C> {
     draws: Arc<UnitDraws>,
     now: Now,
     fallback: Option<Arc<Fallback>>,
+    near: Option<Arc<NearCache>>,
 }
 
 impl<C> fmt::Debug for RedisBackoff<C> {
@@ -177,8 +180,12 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Duration, StoreError> {
+        let sent = self.near.as_ref().map(|n| n.now(&self.now));
         match self.run(Op::Next, key, event, id).await? {
-            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
+            Reply::Advanced { backoff_ns, .. } => {
+                self.remember(key, sent, backoff_ns);
+                Ok(Duration::from_nanos(backoff_ns))
+            }
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
     }
@@ -236,11 +243,28 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
-        Ok(match self.run(Op::Gate, key, event, id).await? {
-            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
-            Reply::Refused { remaining_ns } => Err(InBackoff {
+        let sent = self.near.as_ref().map(|n| n.now(&self.now));
+        let at = sent.map(|sent| sent.saturating_sub(event.age_nanos()));
+        // A refusal whose end is known is answered here. Not for an
+        // operation id: its retry must get its first answer from Redis.
+        if let (Some(near), Some(at), None) = (&self.near, at, id)
+            && let Some(remaining_ns) = near.refusal(key, at)
+        {
+            return Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
-            }),
+            }));
+        }
+        Ok(match self.run(Op::Gate, key, event, id).await? {
+            Reply::Advanced { backoff_ns, .. } => {
+                self.remember(key, sent, backoff_ns);
+                Ok(Duration::from_nanos(backoff_ns))
+            }
+            Reply::Refused { remaining_ns } => {
+                self.remember(key, at, remaining_ns);
+                Err(InBackoff {
+                    remaining: Duration::from_nanos(remaining_ns),
+                })
+            }
             Reply::Number(_) => {
                 return Err(StoreError::unexpected(key, "a number from the gate"));
             }
@@ -341,6 +365,9 @@ where
     /// # }
     /// ```
     pub async fn reset(&self, key: &str) -> Result<bool, StoreError> {
+        if let Some(near) = &self.near {
+            near.forget(key);
+        }
         self.number(Op::Reset, key, Event::now())
             .await
             .map(|n| n == 1)
@@ -400,6 +427,32 @@ where
             Reply::Number(n) => Ok(n),
             _ => Err(StoreError::unexpected(key, "an entry instead of a number")),
         }
+    }
+
+    /// With the near cache, `key` is in backoff for `wait_ns` from `from`
+    /// (the store's time line).
+    fn remember(&self, key: &str, from: Option<i64>, wait_ns: u64) {
+        // The fallback's answers are this process's alone: not remembered.
+        if self.fallback.as_ref().is_some_and(|f| f.is_open()) {
+            return;
+        }
+        if let (Some(near), Some(from)) = (&self.near, from) {
+            let end = from.saturating_add_unsigned(wait_ns);
+            near.remember(key, end, near.now(&self.now));
+        }
+    }
+
+    /// How many refusals the near cache answered without a round trip
+    /// (see [`RedisBackoffBuilder::near_cache`]); always 0 without it.
+    ///
+    /// ```no_run
+    /// # use keyed_backoff_redis::RedisBackoff;
+    /// # fn f(b: RedisBackoff<redis::aio::ConnectionManager>) {
+    /// println!("round trips saved: {}", b.near_cache_hits());
+    /// # }
+    /// ```
+    pub fn near_cache_hits(&self) -> u64 {
+        self.near.as_ref().map_or(0, |n| n.hits())
     }
 
     /// How many answers came from the in-process fallback (see
