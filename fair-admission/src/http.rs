@@ -6,15 +6,14 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::layer::{Limits, Seat, Shared};
-use crate::{Class, FairnessLayer, Overloaded};
+use crate::layer::{Call, Seat};
+use crate::{Class, Fairness, FairnessLayer, Overloaded};
 
 impl Overloaded {
     /// This refusal as an HTTP response: `429 Too Many Requests` with
@@ -113,10 +112,7 @@ impl<S, Cl> tower_layer::Layer<S> for HttpFairnessLayer<Cl> {
 
     fn layer(&self, inner: S) -> HttpFairness<S, Cl> {
         HttpFairness {
-            inner,
-            shared: Arc::clone(&self.layer.shared),
-            classify: Arc::clone(&self.layer.classify),
-            limits: self.layer.limits,
+            fairness: tower_layer::Layer::layer(&self.layer, inner),
         }
     }
 }
@@ -136,19 +132,13 @@ impl<S, Cl> tower_layer::Layer<S> for HttpFairnessLayer<Cl> {
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
 pub struct HttpFairness<S, Cl> {
-    inner: S,
-    shared: Arc<Shared>,
-    classify: Arc<Cl>,
-    limits: Limits,
+    fairness: Fairness<S, Cl>,
 }
 
 impl<S: Clone, Cl> Clone for HttpFairness<S, Cl> {
     fn clone(&self) -> Self {
         HttpFairness {
-            inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
-            classify: Arc::clone(&self.classify),
-            limits: self.limits,
+            fairness: self.fairness.clone(),
         }
     }
 }
@@ -156,8 +146,8 @@ impl<S: Clone, Cl> Clone for HttpFairness<S, Cl> {
 impl<S: fmt::Debug, Cl> fmt::Debug for HttpFairness<S, Cl> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpFairness")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
+            .field("fairness", &self.fairness)
+            .finish()
     }
 }
 
@@ -179,12 +169,12 @@ where
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let class = (self.classify)(&req);
-        // As in `Fairness`: the clone stays, the service goes with the call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = Arc::clone(&self.shared);
-        let limits = self.limits;
+        let Call {
+            mut inner,
+            shared,
+            class,
+            limits,
+        } = self.fairness.start(&req);
         Box::pin(async move {
             let seat = match shared.acquire(class, limits).await {
                 Ok(seat) => seat,

@@ -347,9 +347,9 @@ impl Drop for Seat {
 /// # }).unwrap();
 /// ```
 pub struct FairnessLayer<Cl> {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) classify: Arc<Cl>,
-    pub(crate) limits: Limits,
+    shared: Arc<Shared>,
+    classify: Arc<Cl>,
+    limits: Limits,
 }
 
 impl<Cl> Clone for FairnessLayer<Cl> {
@@ -503,6 +503,34 @@ impl<S: fmt::Debug, Cl> fmt::Debug for Fairness<S, Cl> {
     }
 }
 
+/// One request's share of a [`Fairness`] service: its class and the inner
+/// service that goes with it.
+pub(crate) struct Call<S> {
+    pub(crate) inner: S,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) class: Class,
+    pub(crate) limits: Limits,
+}
+
+impl<S: Clone, Cl> Fairness<S, Cl> {
+    /// Classifies `req` and takes the inner service for it: a clone takes
+    /// its place, and the one that was (possibly) made ready goes with the
+    /// request.
+    pub(crate) fn start<Req>(&mut self, req: &Req) -> Call<S>
+    where
+        Cl: Fn(&Req) -> Class,
+    {
+        let class = (self.classify)(req);
+        let clone = self.inner.clone();
+        Call {
+            inner: std::mem::replace(&mut self.inner, clone),
+            shared: Arc::clone(&self.shared),
+            class,
+            limits: self.limits,
+        }
+    }
+}
+
 impl<S, Cl, Req> tower_service::Service<Req> for Fairness<S, Cl>
 where
     S: tower_service::Service<Req> + Clone + Send + 'static,
@@ -522,13 +550,12 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let class = (self.classify)(&req);
-        // The clone takes the place of the inner service; the one that was
-        // (possibly) made ready goes with this request.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = Arc::clone(&self.shared);
-        let limits = self.limits;
+        let Call {
+            mut inner,
+            shared,
+            class,
+            limits,
+        } = self.start(&req);
         Box::pin(async move {
             let seat = shared.acquire(class, limits).await?;
             std::future::poll_fn(|cx| inner.poll_ready(cx))
