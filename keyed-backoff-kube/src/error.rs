@@ -82,3 +82,47 @@ impl<E: std::error::Error + 'static> std::error::Error for ReconcileError<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// An error with a cause, as a reconcile's errors usually are.
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("apply failed")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn the_reconcile_error_is_transparent_and_keeps_its_cause() {
+        let e = ReconcileError::Reconcile(Outer(std::io::Error::other("connection reset")));
+        assert_eq!(e.to_string(), "apply failed");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("connection reset")
+        );
+        let p = ReconcileError::<Outer>::Panicked("boom".into());
+        assert!(p.source().is_none());
+    }
+
+    #[test]
+    fn a_panic_message_is_its_string_payload() {
+        let s: Box<dyn Any + Send> = Box::new("static str");
+        let owned: Box<dyn Any + Send> = Box::new(String::from("owned"));
+        let other: Box<dyn Any + Send> = Box::new(7u8);
+        assert_eq!(panic_message(&*s), "static str");
+        assert_eq!(panic_message(&*owned), "owned");
+        assert_eq!(panic_message(&*other), "a non-string payload");
+    }
+}

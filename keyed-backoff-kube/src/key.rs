@@ -135,3 +135,27 @@ impl<K: Lookup> fmt::Display for ObjectKey<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::hash::BuildHasher;
+
+    fn key(name: &str, uid: Option<&str>) -> ObjectKey<ConfigMap> {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.uid = uid.map(Into::into);
+        ObjectKey::new(&cm, ())
+    }
+
+    #[test]
+    fn the_hash_covers_the_reference_and_the_uid() {
+        let state = std::collections::hash_map::RandomState::new();
+        let h = |k: &ObjectKey<ConfigMap>| state.hash_one(k);
+        assert_eq!(h(&key("a", Some("1"))), h(&key("a", Some("1"))));
+        assert_ne!(h(&key("a", Some("1"))), h(&key("a", Some("2"))));
+        assert_ne!(h(&key("a", Some("1"))), h(&key("b", Some("1"))));
+        assert_ne!(h(&key("a", None)), h(&key("a", Some("1"))));
+    }
+}

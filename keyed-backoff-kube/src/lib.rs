@@ -611,6 +611,7 @@ where
     /// cm.metadata.name = Some("app".into());
     /// let err = wrapped(Arc::new(cm.clone()), Arc::new(())).await.unwrap_err();
     /// assert!(err.is_panic());
+    /// assert_eq!(err.to_string(), "reconcile panicked: no data");
     /// assert_eq!(backoff.counters().panics, 1);
     ///
     /// backoff.on_error(&cm);
