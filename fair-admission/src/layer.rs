@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
-use crate::observe;
+use crate::observe::Observer;
 
 /// An error boxed as tower middleware boxes them.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -152,6 +152,7 @@ impl std::error::Error for Overloaded {}
 /// State shared by the layer and every service it makes.
 pub(crate) struct Shared {
     state: Mutex<State>,
+    observer: Observer,
 }
 
 /// The layer's time limits, copied into each service it makes.
@@ -202,14 +203,14 @@ impl Shared {
             let admitted = state
                 .apf
                 .admit(class.level, class.flow.as_str(), class.width);
-            observe::level(&state.apf, level);
+            self.observer.level(&state.apf, level);
             match admitted {
                 Admit::Dispatched(ticket) => {
-                    observe::waited(&state.apf, level, arrived, true);
+                    self.observer.waited(level, arrived, true);
                     return Ok(self.seat(ticket, level));
                 }
                 Admit::Rejected(reason) => {
-                    observe::rejected(&state.apf, &class, reason);
+                    self.observer.rejected(&class, reason);
                     return Err(limits.overloaded(reason));
                 }
                 Admit::Queued(ticket) => {
@@ -232,12 +233,13 @@ impl Shared {
             tokio::time::timeout(limits.queue_wait, rx)
         })) else {
             drop(waiting);
+            self.observer.rejected(&class, Rejected::NoTimer);
             return Err(limits.overloaded(Rejected::NoTimer));
         };
         let woken = timed.await;
         waiting.armed = false;
         if matches!(woken, Ok(Ok(()))) {
-            observe::waited(&self.state.lock().apf, level, arrived, true);
+            self.observer.waited(level, arrived, true);
             return Ok(self.seat(ticket, level));
         }
         let mut state = self.state.lock();
@@ -245,9 +247,9 @@ impl Shared {
             Some(dispatched) => {
                 state.waiters.remove(&ticket);
                 state.wake(dispatched);
-                observe::level(&state.apf, level);
-                observe::waited(&state.apf, level, arrived, false);
-                observe::rejected(&state.apf, &class, Rejected::TimedOut);
+                self.observer.level(&state.apf, level);
+                self.observer.waited(level, arrived, false);
+                self.observer.rejected(&class, Rejected::TimedOut);
                 Err(limits.overloaded(Rejected::TimedOut))
             }
             // Dispatched at the moment the wait ran out: the seat is ours.
@@ -289,7 +291,7 @@ impl Drop for Waiting {
                 .unwrap_or_default(),
         };
         state.wake(dispatched);
-        observe::level(&state.apf, self.level);
+        self.shared.observer.level(&state.apf, self.level);
     }
 }
 
@@ -308,7 +310,7 @@ impl Drop for Seat {
         let ran = self.started.elapsed();
         let dispatched = state.apf.complete(self.ticket, ran).unwrap_or_default();
         state.wake(dispatched);
-        observe::level(&state.apf, self.level);
+        self.shared.observer.level(&state.apf, self.level);
     }
 }
 
@@ -388,6 +390,7 @@ impl<Cl> FairnessLayer<Cl> {
     pub fn new(apf: Apf, classify: Cl) -> Self {
         FairnessLayer {
             shared: Arc::new(Shared {
+                observer: Observer::new(&apf),
                 state: Mutex::new(State {
                     apf,
                     waiters: HashMap::new(),

@@ -277,6 +277,9 @@ struct Queues {
     dealer: Dealer,
     limit: usize,
     queues: Vec<Queue>,
+    /// Requests waiting in all the queues, kept as they come and go so
+    /// that reading it does not walk every queue.
+    waiting: usize,
     /// The virtual start of the last dispatch: a queue that turns busy
     /// starts here, so idle time earns no credit.
     vtime: f64,
@@ -349,6 +352,15 @@ impl Apf {
                 apf: self.id,
                 index,
             })
+    }
+
+    /// This `Apf`'s levels, in the builder's order.
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
+    pub(crate) fn level_ids(&self) -> impl Iterator<Item = LevelId> + '_ {
+        (0..self.levels.len()).map(|index| LevelId {
+            apf: self.id,
+            index,
+        })
     }
 
     /// The name `level` was built with, or `None` if it belongs to another
@@ -427,6 +439,7 @@ impl Apf {
                 }
                 q.waiting.push_back((ticket, width));
                 q.waiting_seats += width;
+                qs.waiting += 1;
                 self.tickets.insert(
                     ticket,
                     Place::Waiting {
@@ -513,6 +526,7 @@ impl Apf {
             if let Some(at) = q.waiting.iter().position(|&(t, _)| t == ticket) {
                 let (_, width) = q.waiting.remove(at).expect("found above");
                 q.waiting_seats -= width;
+                qs.waiting -= 1;
             }
         }
         Some(self.dispatch(level))
@@ -552,7 +566,7 @@ impl Apf {
     pub fn level_stats(&self, level: LevelId) -> Option<LevelStats> {
         let l = &self.levels[self.index_of(level)?];
         let waiting = match &l.kind {
-            Kind::Queue(qs) => qs.queues.iter().map(|q| q.waiting.len()).sum(),
+            Kind::Queue(qs) => qs.waiting,
             _ => 0,
         };
         Some(LevelStats {
@@ -591,6 +605,7 @@ impl Apf {
             }
             q.waiting.pop_front();
             q.waiting_seats -= width;
+            qs.waiting -= 1;
             q.executing_seats += width;
             let start = q.vfinish.max(qs.vtime);
             let charged = f64::from(width) * qs.estimate;
@@ -753,6 +768,7 @@ impl ApfBuilder {
                         })?,
                         limit: queue_length_limit,
                         queues: vec![Queue::default(); queues],
+                        waiting: 0,
                         vtime: 0.0,
                         estimate,
                     })

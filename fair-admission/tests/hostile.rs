@@ -9,6 +9,7 @@ use fair_admission::{
     Admit, Apf, LimitResponse, MAX_DECK_SIZE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, Rejected,
 };
 
+#[cfg(feature = "tower")]
 fn queuing(seats: u32) -> Apf {
     Apf::builder(seats)
         .level(
