@@ -438,7 +438,7 @@ where
         }
         if let (Some(near), Some(from)) = (&self.near, from) {
             let end = from.saturating_add_unsigned(wait_ns);
-            near.remember(key, end, near.now(&self.now));
+            near.remember(key, end, from);
         }
     }
 
@@ -480,13 +480,13 @@ where
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
         let Some(fallback) = &self.fallback else {
-            return self.observed(op, key, event, id).await;
+            return self.run_script(op, key, event, id).await;
         };
         if fallback.is_open() {
             observe::fallback_answer(op, key);
             return Ok(fallback.answer(op, key, event));
         }
-        match self.observed(op, key, event, id).await {
+        match self.run_script(op, key, event, id).await {
             Err(error @ (StoreError::Unavailable { .. } | StoreError::TimedOut { .. })) => {
                 if fallback.trip() {
                     observe::breaker_opened(&error, fallback.open_for());
@@ -501,20 +501,6 @@ where
                 other
             }
         }
-    }
-
-    /// [`run_script`](Self::run_script), measured and reported.
-    async fn observed(
-        &self,
-        op: Op,
-        key: &str,
-        event: Event,
-        id: Option<OpId>,
-    ) -> Result<Reply, StoreError> {
-        let started = std::time::Instant::now();
-        let result = self.run_script(op, key, event, id).await;
-        observe::operation(op, key, &result, started.elapsed());
-        result
     }
 }
 

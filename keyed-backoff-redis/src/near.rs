@@ -56,11 +56,12 @@ impl NearCache {
         None
     }
 
-    /// `key` is in backoff until `end` (never later than Redis says).
-    pub(crate) fn remember(&self, key: &str, end: i64, now: i64) {
+    /// `key` is in backoff until `end` (never later than Redis says), as
+    /// learnt at `known` (when the operation was sent, or its event).
+    pub(crate) fn remember(&self, key: &str, end: i64, known: i64) {
         let mut until = self.until.lock();
         if until.len() >= MAX_KEYS {
-            until.retain(|_, e| *e > now);
+            until.retain(|_, e| *e > known);
             if until.len() >= MAX_KEYS {
                 until.clear();
             }

@@ -3,6 +3,8 @@
 //! inlined away.
 
 use std::time::Duration;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+use std::time::Instant;
 
 use crate::StoreError;
 use crate::script::{Op, Reply};
@@ -20,9 +22,25 @@ fn result_label(result: &Result<Reply, StoreError>) -> &'static str {
     }
 }
 
-/// One script call ended (in Redis, not the fallback), after `elapsed`.
+/// Measures a script call, only when something reports the time: without
+/// the features it is empty and reads no clock.
+pub(crate) struct Timer(#[cfg(any(feature = "metrics", feature = "tracing"))] Instant);
+
+impl Timer {
+    #[inline]
+    pub(crate) fn start() -> Self {
+        Timer(
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            Instant::now(),
+        )
+    }
+}
+
+/// One script call ended (in Redis, not the fallback), timed by `timer`.
 #[inline]
-pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, elapsed: Duration) {
+pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, timer: Timer) {
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
+    let elapsed = timer.0.elapsed();
     #[cfg(feature = "metrics")]
     {
         metrics::counter!(
@@ -51,7 +69,7 @@ pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, e
         }
         Ok(_) => {}
     }
-    let _ = (op, key, result, elapsed);
+    let _ = (op, key, result, timer);
 }
 
 /// The breaker opened after `error`: the fallback answers for `open_for`.

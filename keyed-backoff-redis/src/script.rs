@@ -8,6 +8,7 @@ use redis::aio::ConnectionLike;
 
 use crate::builder::Now;
 use crate::event::Event;
+use crate::observe;
 use crate::{OpId, RedisBackoff, StoreError};
 
 /// The script every operation runs.
@@ -59,7 +60,7 @@ impl<C> RedisBackoff<C>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    /// One script call, bounded by the timeout.
+    /// One script call, bounded by the timeout, and reported.
     pub(crate) async fn run_script(
         &self,
         op: Op,
@@ -91,16 +92,17 @@ where
             .arg(self.ttl_ms.to_string())
             .arg(id.map_or(String::new(), |id| id.0.to_string()));
         let mut conn = self.conn.clone();
-        let reply: redis::Value =
+        let timer = observe::Timer::start();
+        let result =
             match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn)).await {
-                Ok(result) => result.map_err(|e| StoreError::from_redis(key, e, self.timeout))?,
-                Err(_) => {
-                    return Err(StoreError::TimedOut {
-                        after: self.timeout,
-                    });
-                }
+                Ok(Ok(reply)) => parse(key, reply),
+                Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
+                Err(_) => Err(StoreError::TimedOut {
+                    after: self.timeout,
+                }),
             };
-        parse(key, reply)
+        observe::operation(op, key, &result, timer);
+        result
     }
 }
 
