@@ -70,6 +70,37 @@ fn twice_max_expired(max: u64, event: i64, last: i64) -> bool {
     i128::from(event) - i128::from(last) > i128::from(max) * 2
 }
 
+impl FloorEntry {
+    /// A new entry written at `now`.
+    #[inline]
+    fn fresh(initial: u64, now: i64) -> Self {
+        FloorEntry {
+            backoff: initial,
+            last: now,
+        }
+    }
+
+    /// client-go's `Next` on an existing entry: start over if stale as of
+    /// `ev`, else double up to `max`; written at `now`.
+    #[inline]
+    fn advance(&mut self, ev: i64, now: i64, initial: u64, max: u64) -> u64 {
+        self.backoff = if twice_max_expired(max, ev, self.last) {
+            initial
+        } else {
+            self.backoff.saturating_mul(2).min(max)
+        };
+        self.last = now;
+        self.backoff
+    }
+
+    /// client-go's `IsInBackOffSinceUpdate` at `ev`.
+    #[inline]
+    fn in_backoff_since_update(self, ev: i64, max: u64) -> bool {
+        !twice_max_expired(max, ev, self.last)
+            && i128::from(ev) - i128::from(self.last) < i128::from(self.backoff)
+    }
+}
+
 /// The floor: an unlocked `HashMap` doing exactly what the crate does per call.
 pub struct Floor<C: Clock> {
     map: HashMap<String, FloorEntry, foldhash::fast::RandomState>,
@@ -101,25 +132,11 @@ impl<C: Clock> Floor<C> {
         let ev = event.nanos_since(self.epoch);
         let now = self.clock.now().nanos_since(self.epoch);
         let (initial, max) = (self.initial, self.max);
-        let expired = |last: i64| twice_max_expired(max, ev, last);
         let backoff = match self.map.get_mut(key) {
-            Some(e) => {
-                e.backoff = if expired(e.last) {
-                    initial
-                } else {
-                    e.backoff.saturating_mul(2).min(max)
-                };
-                e.last = now;
-                e.backoff
-            }
+            Some(e) => e.advance(ev, now, initial, max),
             None => {
-                self.map.insert(
-                    key.to_owned(),
-                    FloorEntry {
-                        backoff: initial,
-                        last: now,
-                    },
-                );
+                self.map
+                    .insert(key.to_owned(), FloorEntry::fresh(initial, now));
                 initial
             }
         };
@@ -136,8 +153,7 @@ impl<C: Clock> Floor<C> {
         let Some(e) = self.map.get(key).copied() else {
             return false;
         };
-        let ev = event.nanos_since(self.epoch);
-        !self.expired(ev, e.last) && i128::from(ev) - i128::from(e.last) < i128::from(e.backoff)
+        e.in_backoff_since_update(event.nanos_since(self.epoch), self.max)
     }
 
     #[inline]
