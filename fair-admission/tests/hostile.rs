@@ -134,6 +134,43 @@ fn a_completion_reported_as_lasting_forever_is_charged_an_hour_at_most() {
     assert_eq!(apf.complete(a2, Duration::from_millis(10)).unwrap(), vec![]);
 }
 
+/// The charge cap seen from a flow's side: after one completion reported
+/// as `Duration::MAX`, flow a's next request waits while flow b is served
+/// one hour of 100 ms requests (36,000 of them), then runs. Without the cap
+/// it would wait for ever.
+#[test]
+fn after_a_forever_completion_the_flow_is_served_again_after_an_hour_of_others() {
+    let (mut apf, level) = apf::queuing(1, 8, 1, 100);
+    let flows = apf::distinct_flows(&apf, level, 2);
+    let (a, b) = (&flows[0], &flows[1]);
+    let Admit::Dispatched(first) = apf.admit(level, a, 1) else {
+        panic!()
+    };
+    let Admit::Queued(a_next) = apf.admit(level, a, 1) else {
+        panic!()
+    };
+    let Admit::Queued(mut b_running) = apf.admit(level, b, 1) else {
+        panic!()
+    };
+    assert_eq!(apf.complete(first, Duration::MAX).unwrap(), vec![b_running]);
+    let mut served_b = 0u32;
+    loop {
+        let Admit::Queued(b_next) = apf.admit(level, b, 1) else {
+            panic!()
+        };
+        let dispatched = apf.complete(b_running, Duration::from_millis(100)).unwrap();
+        served_b += 1;
+        if dispatched == vec![a_next] {
+            break;
+        }
+        assert_eq!(dispatched, vec![b_next]);
+        b_running = b_next;
+        assert!(served_b < 60_000, "flow a was never served again");
+    }
+    // An hour of b's 100 ms requests, give or take the estimate's drift.
+    assert!((30_000..=40_000).contains(&served_b), "{served_b}");
+}
+
 #[cfg(feature = "tower")]
 #[test]
 fn a_runtime_without_timers_refuses_a_request_that_would_wait() {
