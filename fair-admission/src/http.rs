@@ -22,11 +22,22 @@ impl Overloaded {
     /// with it by itself.
     ///
     /// ```
-    /// use fair_admission::{Apf, Admit, Class, FairnessLayer, LimitResponse, Rejected};
-    /// # fn overloaded() -> fair_admission::Overloaded { unimplemented!() }
-    /// # if false {
-    /// let response: http::Response<String> = overloaded().to_http_response();
+    /// use fair_admission::{Apf, BoxError, Class, FairnessLayer, LimitResponse, Overloaded};
+    /// use tower::{Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let apf = Apf::builder(1).level("all", 1, LimitResponse::Reject).build()?;
+    /// let level = apf.level_id("all").unwrap();
+    /// let layer = FairnessLayer::new(apf, move |_: &()| Class::new(level, "me"));
+    /// // A request that never finishes holds the only seat.
+    /// let service = layer.layer(tower::service_fn(|()| std::future::pending::<Result<(), BoxError>>()));
+    /// let _held = tokio::spawn(service.clone().oneshot(()));
+    /// tokio::task::yield_now().await;
+    /// let refused = service.oneshot(()).await.unwrap_err().downcast::<Overloaded>().unwrap();
+    /// let response: http::Response<String> = refused.to_http_response();
     /// assert_eq!(response.status(), 429);
+    /// assert_eq!(response.headers()["retry-after"], "1");
+    /// # Ok(())
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
