@@ -131,7 +131,7 @@ impl Dealer {
 
 /// The most cards a valid [`Dealer`] deals: 60 bits at 1 bit per card
 /// (a deck of 2 needs 1 bit a card).
-const MAX_HAND: usize = MAX_HASH_BITS as usize;
+pub(crate) const MAX_HAND: usize = MAX_HASH_BITS as usize;
 
 /// Bits of hash a deal of `hand` out of `deck` consumes, as Kubernetes
 /// counts them: `ceil(log2(deck) · hand)`.

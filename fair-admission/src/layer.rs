@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+use super::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket, WorkEstimate};
 use crate::observe::Observer;
 
 /// An error boxed as tower middleware boxes them.
@@ -33,11 +33,18 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub struct Class {
     /// The priority level.
     pub level: LevelId,
-    /// The flow within the level: requests of one flow share a hand of
-    /// queues.
+    /// The flow schema that classified the request (empty if none): with
+    /// the flow it identifies the flow, as in Kubernetes, so that two
+    /// schemas sending the same user to one level keep separate flows.
+    pub schema: String,
+    /// The flow within the level (Kubernetes' flow distinguisher):
+    /// requests of one flow share a hand of queues.
     pub flow: String,
     /// Seats the request occupies while it runs (at least 1).
     pub width: u32,
+    /// How long its seats stay held after its response ends (work it
+    /// leaves behind, such as events to watchers); zero by default.
+    pub additional_latency: Duration,
 }
 
 impl Class {
@@ -53,9 +60,48 @@ impl Class {
     pub fn new(level: LevelId, flow: impl Into<String>) -> Self {
         Class {
             level,
+            schema: String::new(),
             flow: flow.into(),
             width: 1,
+            additional_latency: Duration::ZERO,
         }
+    }
+
+    /// The same request, classified by the flow schema `name`.
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, Class, LimitResponse};
+    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// let class = Class::new(apf.level_id("l").unwrap(), "alice").schema("service-accounts");
+    /// assert_eq!(class.schema, "service-accounts");
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn schema(mut self, name: impl Into<String>) -> Self {
+        self.schema = name.into();
+        self
+    }
+
+    /// The same request, costing `estimate`: its width is the estimate's
+    /// [`max_seats`](WorkEstimate::max_seats), and its seats stay held for
+    /// the estimate's additional latency after its response ends.
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, Class, LimitResponse, WorkEstimate};
+    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// let write = Class::new(apf.level_id("l").unwrap(), "alice").work(WorkEstimate::mutating(250));
+    /// assert_eq!(write.width, 10);
+    /// assert_eq!(write.additional_latency.as_micros(), 12_500);
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn work(mut self, estimate: WorkEstimate) -> Self {
+        self.width = estimate.max_seats();
+        self.additional_latency = estimate.additional_latency;
+        self
+    }
+
+    /// What the flow is hashed as: (schema, distinguisher).
+    pub(crate) fn flow_key(&self) -> (&str, &str) {
+        (&self.schema, &self.flow)
     }
 
     /// The same request, `seats` seats wide (at least 1: a width of 0 is
@@ -159,25 +205,49 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     queue_wait: Duration,
-    retry_after: Duration,
-}
-
-impl Limits {
-    fn overloaded(&self, reason: Rejected) -> Overloaded {
-        Overloaded {
-            reason,
-            retry_after: self.retry_after,
-        }
-    }
+    /// A fixed `Retry-After`, or `None` for each level's adaptive one.
+    retry_after: Option<Duration>,
 }
 
 struct State {
     apf: Apf,
     /// Queued requests, woken when dispatched.
     waiters: HashMap<Ticket, oneshot::Sender<()>>,
+    /// The start of the `Apf`'s clock.
+    origin: Instant,
 }
 
 impl State {
+    /// Gives the `Apf` the time `now` (read by the caller, which needs it
+    /// anyway), waking what a reallocation of seats dispatched. Returns
+    /// whether seats were reallocated (then every level's limit may have
+    /// moved).
+    fn advance(&mut self, now: Instant) -> bool {
+        let before = self.apf.last_reallocation();
+        let dispatched = self.apf.advance(now.saturating_duration_since(self.origin));
+        self.wake(dispatched);
+        self.apf.last_reallocation() != before
+    }
+
+    /// When seats are next reallocated, if any level lends.
+    fn next_reallocation(&self) -> Option<Instant> {
+        let at = self.apf.next_reallocation()?;
+        Some(self.origin.checked_add(at).unwrap_or_else(far_future))
+    }
+
+    /// The refusal of a request of `level` for `reason`: the `Retry-After`
+    /// is the level's adaptive one unless the layer fixes it.
+    fn overloaded(&self, limits: Limits, level: LevelId, reason: Rejected) -> Overloaded {
+        let retry_after = limits
+            .retry_after
+            .or_else(|| self.apf.retry_after(level))
+            .unwrap_or(Duration::from_secs(1));
+        Overloaded {
+            reason,
+            retry_after,
+        }
+    }
+
     fn wake(&mut self, dispatched: Vec<Ticket>) {
         for ticket in dispatched {
             if let Some(tx) = self.waiters.remove(&ticket) {
@@ -200,18 +270,17 @@ impl Shared {
         let level = class.level;
         let (ticket, rx) = {
             let mut state = self.state.lock();
-            let admitted = state
-                .apf
-                .admit(class.level, class.flow.as_str(), class.width);
+            self.advance(&mut state, arrived);
+            let admitted = state.apf.admit(class.level, &class.flow_key(), class.width);
             self.observer.level(&state.apf, level);
             match admitted {
                 Admit::Dispatched(ticket) => {
-                    self.observer.waited(level, arrived, true);
-                    return Ok(self.seat(ticket, level));
+                    self.observer.waited(level, arrived, arrived, true);
+                    return Ok(self.seat(ticket, &class, arrived));
                 }
                 Admit::Rejected(reason) => {
                     self.observer.rejected(&class, reason);
-                    return Err(limits.overloaded(reason));
+                    return Err(state.overloaded(limits, level, reason));
                 }
                 Admit::Queued(ticket) => {
                     let (tx, rx) = oneshot::channel();
@@ -226,45 +295,100 @@ impl Shared {
             level,
             armed: true,
         };
-        // A runtime built without `enable_time` panics when a timer is
-        // made; refuse the request instead (dropping `waiting` gives its
-        // place up).
-        let Ok(timed) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tokio::time::timeout(limits.queue_wait, rx)
-        })) else {
-            drop(waiting);
-            self.observer.rejected(&class, Rejected::NoTimer);
-            return Err(limits.overloaded(Rejected::NoTimer));
+        // The wait ends when the request is dispatched or its time is up;
+        // meanwhile it wakes at each reallocation of seats between levels,
+        // so that borrowed seats reach a level whose requests are all
+        // waiting, however quiet the server is otherwise.
+        let deadline = arrived
+            .checked_add(limits.queue_wait)
+            .unwrap_or_else(far_future);
+        let mut rx = rx;
+        let dispatched = loop {
+            let wake_at = match self.state.lock().next_reallocation() {
+                Some(at) => at.min(deadline),
+                None => deadline,
+            };
+            // A runtime built without `enable_time` panics when a timer is
+            // made; refuse the request instead (dropping `waiting` gives
+            // its place up).
+            let rx = &mut rx;
+            let Ok(timed) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                tokio::time::timeout_at(wake_at, rx)
+            })) else {
+                drop(waiting);
+                self.observer.rejected(&class, Rejected::NoTimer);
+                let state = self.state.lock();
+                return Err(state.overloaded(limits, level, Rejected::NoTimer));
+            };
+            match timed.await {
+                Ok(woken) => break woken.is_ok(),
+                Err(_) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    let mut state = self.state.lock();
+                    self.advance(&mut state, now);
+                }
+            }
         };
-        let woken = timed.await;
         waiting.armed = false;
-        if matches!(woken, Ok(Ok(()))) {
-            self.observer.waited(level, arrived, true);
-            return Ok(self.seat(ticket, level));
+        let now = Instant::now();
+        if dispatched {
+            self.observer.waited(level, arrived, now, true);
+            return Ok(self.seat(ticket, &class, now));
         }
         let mut state = self.state.lock();
+        self.advance(&mut state, now);
         match state.apf.cancel(ticket) {
             Some(dispatched) => {
                 state.waiters.remove(&ticket);
                 state.wake(dispatched);
                 self.observer.level(&state.apf, level);
-                self.observer.waited(level, arrived, false);
+                self.observer.waited(level, arrived, now, false);
                 self.observer.rejected(&class, Rejected::TimedOut);
-                Err(limits.overloaded(Rejected::TimedOut))
+                Err(state.overloaded(limits, level, Rejected::TimedOut))
             }
             // Dispatched at the moment the wait ran out: the seat is ours.
-            None => Ok(self.seat(ticket, level)),
+            None => Ok(self.seat(ticket, &class, now)),
         }
     }
 
-    fn seat(self: &Arc<Self>, ticket: Ticket, level: LevelId) -> Seat {
+    /// Gives the `Apf` the time; after a reallocation of seats, every
+    /// level's gauges are brought up to date.
+    fn advance(&self, state: &mut State, now: Instant) {
+        if state.advance(now) {
+            for level in state.apf.level_ids() {
+                self.observer.level(&state.apf, level);
+            }
+        }
+    }
+
+    fn seat(self: &Arc<Self>, ticket: Ticket, class: &Class, started: Instant) -> Seat {
         Seat {
             shared: Arc::clone(self),
             ticket,
-            level,
-            started: Instant::now(),
+            level: class.level,
+            started,
+            linger: class.additional_latency,
         }
     }
+
+    /// Frees a finished request's seats at `now`, charging it the time it
+    /// held them.
+    fn release(&self, ticket: Ticket, level: LevelId, held: Duration, now: Instant) {
+        let mut state = self.state.lock();
+        self.advance(&mut state, now);
+        let dispatched = state.apf.complete(ticket, held).unwrap_or_default();
+        state.wake(dispatched);
+        self.observer.level(&state.apf, level);
+    }
+}
+
+/// An instant no wait reaches (about 30 years ahead, as tokio's own
+/// "never" is).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 /// A queued request's place; if its future is dropped while it waits, the
@@ -282,6 +406,7 @@ impl Drop for Waiting {
             return;
         }
         let mut state = self.shared.state.lock();
+        self.shared.advance(&mut state, Instant::now());
         state.waiters.remove(&self.ticket);
         let dispatched = match state.apf.cancel(self.ticket) {
             Some(dispatched) => dispatched,
@@ -302,15 +427,39 @@ pub(crate) struct Seat {
     ticket: Ticket,
     level: LevelId,
     started: Instant,
+    /// How long the seats stay held once the request is done.
+    linger: Duration,
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        let mut state = self.shared.state.lock();
-        let ran = self.started.elapsed();
-        let dispatched = state.apf.complete(self.ticket, ran).unwrap_or_default();
-        state.wake(dispatched);
-        self.shared.observer.level(&state.apf, self.level);
+        let (ticket, level) = (self.ticket, self.level);
+        let now = Instant::now();
+        let held = now
+            .saturating_duration_since(self.started)
+            .saturating_add(self.linger);
+        if !self.linger.is_zero() {
+            // Held on for the work the request left behind, on a timer of
+            // the runtime it ran on. Without a runtime with timers, the
+            // seats are freed now rather than never.
+            let timer = tokio::runtime::Handle::try_current().ok().and_then(|rt| {
+                let linger = self.linger;
+                std::panic::catch_unwind(|| {
+                    let _entered = rt.enter();
+                    (rt.clone(), tokio::time::sleep(linger))
+                })
+                .ok()
+            });
+            if let Some((rt, sleep)) = timer {
+                let shared = Arc::clone(&self.shared);
+                rt.spawn(async move {
+                    sleep.await;
+                    shared.release(ticket, level, held, Instant::now());
+                });
+                return;
+            }
+        }
+        self.shared.release(ticket, level, held, now);
     }
 }
 
@@ -377,7 +526,9 @@ impl<Cl> FairnessLayer<Cl> {
     /// A layer admitting through `apf`, classifying each request with
     /// `classify`. Defaults: a queued request waits at most 15 s (a quarter
     /// of the API server's 60 s request timeout, as Kubernetes does), and
-    /// refusals say to retry after 1 s (Kubernetes' `Retry-After`).
+    /// refusals advise each level's adaptive `Retry-After`
+    /// ([`Apf::retry_after`]: from 1 s, doubling up to 32 s while the level
+    /// keeps refusing, as Kubernetes does).
     ///
     /// ```
     /// use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
@@ -394,12 +545,13 @@ impl<Cl> FairnessLayer<Cl> {
                 state: Mutex::new(State {
                     apf,
                     waiters: HashMap::new(),
+                    origin: Instant::now(),
                 }),
             }),
             classify: Arc::new(classify),
             limits: Limits {
                 queue_wait: Duration::from_secs(15),
-                retry_after: Duration::from_secs(1),
+                retry_after: None,
             },
         }
     }
@@ -422,7 +574,8 @@ impl<Cl> FairnessLayer<Cl> {
         self
     }
 
-    /// The wait refusals advise ([`Overloaded::retry_after`]).
+    /// A fixed wait for every refusal to advise ([`Overloaded::retry_after`]),
+    /// instead of each level's adaptive one.
     ///
     /// ```
     /// # use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
@@ -435,7 +588,7 @@ impl<Cl> FairnessLayer<Cl> {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn retry_after(mut self, wait: Duration) -> Self {
-        self.limits.retry_after = wait;
+        self.limits.retry_after = Some(wait);
         self
     }
 

@@ -37,6 +37,15 @@
 //! | feature | adds |
 //! |---|---|
 //! | `tower` | `FairnessLayer`, the tower layer (on tokio) |
+//! | `http` | `FairnessLayer::http`: 429 with `Retry-After` from the layer, seats held until the body ends |
+//! | `metrics` | Kubernetes' `apiserver_flowcontrol_*` metrics through the `metrics` facade |
+//! | `tracing` | an event per refused request |
+//!
+//! Beyond the basics: [`ApfBuilder::lending`] lets levels lend and borrow
+//! seats, [`Apf::suggested`] and [`suggested_flow_schema`] are Kubernetes'
+//! suggested configuration, [`WorkEstimate`] has Kubernetes' LIST and
+//! mutating-request estimators, and [`Apf::retry_after`] is the adaptive
+//! `Retry-After`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -49,6 +58,8 @@ mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
+mod suggested;
+mod work;
 
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
 pub use error::ConfigError;
@@ -59,8 +70,14 @@ pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
 pub use queue_set::{
-    Admit, Apf, ApfBuilder, LevelId, LevelStats, LimitResponse, MAX_CHARGED_SERVICE,
-    MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_SEATS_PER_REQUEST, Rejected, Ticket,
+    Admit, Apf, ApfBuilder, BORROWING_PERIOD, LevelId, LevelStats, LimitResponse,
+    MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_RETRY_AFTER,
+    MAX_SEATS_PER_REQUEST, Rejected, Ticket,
+};
+
+pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
+pub use work::{
+    EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
 };
 
 /// The README's example, compiled as a doc test.

@@ -24,7 +24,17 @@ fn reason(r: Rejected) -> &'static str {
     }
 }
 
-/// Every refusal reason, in the order of [`Handles::rejected`].
+/// One level's metrics, registered once.
+#[cfg(feature = "metrics")]
+struct Handles {
+    executing: metrics::Gauge,
+    inqueue: metrics::Gauge,
+    limit: metrics::Gauge,
+    waited_ran: metrics::Histogram,
+    waited_refused: metrics::Histogram,
+}
+
+/// Every refusal reason, in the order of a [`Refusals`] entry.
 #[cfg(feature = "metrics")]
 const REASONS: [Rejected; 5] = [
     Rejected::QueueFull,
@@ -34,24 +44,24 @@ const REASONS: [Rejected; 5] = [
     Rejected::NoTimer,
 ];
 
-/// One level's metrics, registered once.
+/// The refusal counters, by level index (`usize::MAX` for a level of
+/// another `Apf`) and flow schema, one per reason. A schema's counters are
+/// registered at its first refusal, so later refusals neither allocate nor
+/// look the registry up.
 #[cfg(feature = "metrics")]
-struct Handles {
-    executing: metrics::Gauge,
-    inqueue: metrics::Gauge,
-    limit: metrics::Gauge,
-    waited_ran: metrics::Histogram,
-    waited_refused: metrics::Histogram,
-    rejected: [metrics::Counter; 5],
-}
+type Refusals =
+    std::collections::HashMap<usize, std::collections::HashMap<Box<str>, [metrics::Counter; 5]>>;
 
 #[cfg(feature = "metrics")]
-fn rejected_counter(level: &str, why: Rejected) -> metrics::Counter {
-    metrics::counter!(
-        "apiserver_flowcontrol_rejected_requests_total",
-        "priority_level" => level.to_owned(),
-        "reason" => reason(why)
-    )
+fn refusal_counters(level: &str, schema: &str) -> [metrics::Counter; 5] {
+    REASONS.map(|why| {
+        metrics::counter!(
+            "apiserver_flowcontrol_rejected_requests_total",
+            "priority_level" => level.to_owned(),
+            "flow_schema" => schema.to_owned(),
+            "reason" => reason(why)
+        )
+    })
 }
 
 #[cfg(feature = "metrics")]
@@ -71,22 +81,20 @@ impl Handles {
             limit: metrics::gauge!("apiserver_flowcontrol_current_limit_seats", "priority_level" => name()),
             waited_ran: waited("true"),
             waited_refused: waited("false"),
-            rejected: REASONS.map(|why| rejected_counter(level, why)),
         }
     }
 }
 
 /// The layer's reporting, one per layer.
 pub(crate) struct Observer {
-    /// Level names by index, for events.
-    #[cfg(feature = "tracing")]
+    /// Level names by index, for refusals.
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
     names: Vec<String>,
     /// Metric handles by level index.
     #[cfg(feature = "metrics")]
     levels: Vec<Handles>,
-    /// Refusals of levels of another `Apf`, by reason.
     #[cfg(feature = "metrics")]
-    unknown: metrics::Counter,
+    refusals: parking_lot::Mutex<Refusals>,
 }
 
 #[cfg_attr(
@@ -106,8 +114,8 @@ impl Observer {
             #[cfg(feature = "metrics")]
             levels: names.iter().map(|n| Handles::new(n)).collect(),
             #[cfg(feature = "metrics")]
-            unknown: rejected_counter(UNKNOWN, Rejected::UnknownLevel),
-            #[cfg(feature = "tracing")]
+            refusals: parking_lot::Mutex::default(),
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
             names,
         }
     }
@@ -125,12 +133,12 @@ impl Observer {
         }
     }
 
-    /// A request of `level` left its queue after waiting since `arrived`:
-    /// to run (`executed`) or refused. Only for requests that were admitted
-    /// to their level, so `level` is one of this `Apf`'s.
+    /// A request of `level` left its queue at `left` after waiting since
+    /// `arrived`: to run (`executed`) or refused. Only for requests that
+    /// were admitted to their level, so `level` is one of this `Apf`'s.
     #[inline]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn waited(&self, level: LevelId, arrived: Instant, executed: bool) {
+    pub(crate) fn waited(&self, level: LevelId, arrived: Instant, left: Instant, executed: bool) {
         #[cfg(feature = "metrics")]
         if let Some(h) = self.levels.get(level.index()) {
             let waited = if executed {
@@ -138,27 +146,43 @@ impl Observer {
             } else {
                 &h.waited_refused
             };
-            waited.record(arrived.elapsed().as_secs_f64());
+            waited.record(left.saturating_duration_since(arrived).as_secs_f64());
         }
     }
 
     /// A request of `class` was refused for `why`.
     #[inline]
+    #[cfg_attr(
+        not(any(feature = "metrics", feature = "tracing")),
+        allow(unused_variables)
+    )]
     pub(crate) fn rejected(&self, class: &Class, why: Rejected) {
         // A level of another `Apf` is refused as such, and only then.
-        let index = (why != Rejected::UnknownLevel).then(|| class.level.index());
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        let index = (why != Rejected::UnknownLevel)
+            .then_some(class.level.index())
+            .filter(|&i| i < self.names.len());
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        let level = index.map_or(UNKNOWN, |i| self.names[i].as_str());
         #[cfg(feature = "metrics")]
-        match index.and_then(|i| self.levels.get(i)) {
-            Some(h) => {
-                let at = REASONS.iter().position(|r| *r == why).unwrap_or(0);
-                h.rejected[at].increment(1);
+        {
+            let mut refusals = self.refusals.lock();
+            let by_schema = refusals.entry(index.unwrap_or(usize::MAX)).or_default();
+            let at = REASONS.iter().position(|r| *r == why).unwrap_or(0);
+            match by_schema.get(class.schema.as_str()) {
+                Some(counters) => counters[at].increment(1),
+                None => {
+                    let counters = refusal_counters(level, &class.schema);
+                    counters[at].increment(1);
+                    by_schema.insert(class.schema.as_str().into(), counters);
+                }
             }
-            None => self.unknown.increment(1),
         }
         #[cfg(feature = "tracing")]
         tracing::info!(
             target: "fair_admission",
-            priority_level = index.and_then(|i| self.names.get(i)).map_or(UNKNOWN, String::as_str),
+            priority_level = level,
+            flow_schema = class.schema.as_str(),
             flow = class.flow.as_str(),
             reason = reason(why),
             "request refused"

@@ -100,6 +100,35 @@ pub const MAX_ESTIMATED_SERVICE: Duration = Duration::from_secs(60);
 /// ```
 pub const MAX_CHARGED_SERVICE: Duration = Duration::from_secs(3_600);
 
+/// How often seats are reallocated between levels that lend and borrow
+/// them, by default: every 10 s, as Kubernetes does.
+///
+/// ```
+/// assert_eq!(fair_admission::BORROWING_PERIOD.as_secs(), 10);
+/// ```
+pub const BORROWING_PERIOD: Duration = Duration::from_secs(10);
+
+/// The longest reallocation period accepted: an hour.
+///
+/// ```
+/// use fair_admission::{Apf, MAX_BORROWING_PERIOD};
+/// use std::time::Duration;
+/// let err = Apf::builder(10).exempt("e").borrowing_period(Duration::ZERO).build().unwrap_err();
+/// assert_eq!(err.field(), "borrowing_period");
+/// assert!(Apf::builder(10).exempt("e").borrowing_period(MAX_BORROWING_PERIOD).build().is_ok());
+/// ```
+pub const MAX_BORROWING_PERIOD: Duration = Duration::from_secs(3_600);
+
+/// The longest `Retry-After` a level advises: 32 s, Kubernetes' cap.
+///
+/// ```
+/// assert_eq!(fair_admission::MAX_RETRY_AFTER.as_secs(), 32);
+/// ```
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(32);
+
+/// The weight of the past in the smoothed seat demand (per period).
+const SMOOTHING: f64 = 0.977;
+
 impl LevelId {
     /// The level's position in the builder's order.
     ///
@@ -253,16 +282,40 @@ pub struct Apf {
     tickets: HashMap<Ticket, Place>,
     next_ticket: u64,
     hasher: foldhash::fast::FixedState,
+    /// The caller's clock, as last given to [`advance`](Apf::advance).
+    now: Duration,
+    /// When limits were last reallocated.
+    adjusted_at: Duration,
+    /// How often limits are reallocated.
+    period: Duration,
+    /// Whether any level may lend seats (if none may, every level keeps its
+    /// nominal limit and reallocation is skipped).
+    lends: bool,
 }
 
 #[derive(Debug, Clone)]
 struct Level {
     name: String,
     kind: Kind,
+    /// The level's current concurrency limit: its nominal seats until the
+    /// first reallocation, then what borrowing gives it.
     seats: u32,
+    /// Seats from the level's shares.
+    nominal: u32,
+    /// The seats it may lend: its limit never falls below `nominal − lendable`.
+    lendable: u32,
+    /// The most seats it may borrow: its limit never rises above
+    /// `nominal + borrowing`.
+    borrowing: u32,
     in_use: u32,
     dispatched: u64,
     rejected: u64,
+    /// Seat demand (in use plus waiting) over the current period.
+    demand: Integrator,
+    /// Demand smoothed over periods, as Kubernetes smooths it.
+    smoothed: f64,
+    /// Recent refusals and the `Retry-After` they call for.
+    drops: Drops,
 }
 
 #[derive(Debug, Clone)]
@@ -280,18 +333,30 @@ struct Queues {
     /// Requests waiting in all the queues, kept as they come and go so
     /// that reading it does not walk every queue.
     waiting: usize,
+    /// The seats they will take.
+    waiting_seats: u64,
     /// The virtual start of the last dispatch: a queue that turns busy
     /// starts here, so idle time earns no credit.
     vtime: f64,
     /// Estimated service time in seconds, a moving average of what
     /// completions report.
     estimate: f64,
+    /// Requests enqueued so far: where in its hand the next flow starts
+    /// looking for the least loaded queue, so that ties rotate.
+    enqueues: usize,
+    /// The queue dispatched from last: the next search starts after it, so
+    /// that ties between queues go round robin.
+    robin: usize,
 }
 
 #[derive(Debug, Clone, Default)]
 struct Queue {
-    waiting: VecDeque<(Ticket, u32)>,
-    waiting_seats: u32,
+    /// Waiting requests: ticket, width, and the seat-seconds of work it was
+    /// estimated at when it joined.
+    waiting: VecDeque<(Ticket, u32, f64)>,
+    /// The estimated work waiting, in seat-seconds: a flow joins the queue
+    /// of its hand with the least.
+    waiting_work: f64,
     executing_seats: u32,
     /// Seat-seconds (virtual) this queue has been served up to.
     vfinish: f64,
@@ -332,6 +397,8 @@ impl Apf {
             seats,
             levels: Vec::new(),
             estimate: Duration::from_millis(100),
+            period: BORROWING_PERIOD,
+            orphan_lending: false,
         }
     }
 
@@ -355,7 +422,7 @@ impl Apf {
     }
 
     /// This `Apf`'s levels, in the builder's order.
-    #[cfg(any(feature = "metrics", feature = "tracing"))]
+    #[cfg(feature = "tower")]
     pub(crate) fn level_ids(&self) -> impl Iterator<Item = LevelId> + '_ {
         (0..self.levels.len()).map(|index| LevelId {
             apf: self.id,
@@ -407,11 +474,13 @@ impl Apf {
         let hash = self.hasher.hash_one(flow);
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
+        let second = self.now.as_secs();
         let l = &mut self.levels[index];
-        let width = width.clamp(1, l.seats.clamp(1, MAX_SEATS_PER_REQUEST));
+        let width = width.clamp(1, l.nominal.clamp(1, MAX_SEATS_PER_REQUEST));
         match &mut l.kind {
-            Kind::Reject if l.seats - l.in_use < width => {
+            Kind::Reject if !fits(l.seats, l.in_use, width) => {
                 l.rejected += 1;
+                l.drops.record(second);
                 Admit::Rejected(Rejected::NoSeat)
             }
             // Exempt, or a rejecting level with room: it runs at once.
@@ -420,26 +489,28 @@ impl Apf {
                 l.dispatched += 1;
                 self.tickets
                     .insert(ticket, executing(index, None, width, 0.0));
+                self.sample(index);
                 Admit::Dispatched(ticket)
             }
             Kind::Queue(qs) => {
-                // The least loaded queue of the hand, the first on ties.
-                let queue = qs
-                    .dealer
-                    .deal(hash)
-                    .min_by_key(|&q| qs.queues[q].waiting_seats + qs.queues[q].executing_seats)
-                    .expect("a hand has at least one queue");
+                let queue = qs.choose(hash);
                 let q = &mut qs.queues[queue];
-                if q.waiting.len() >= qs.limit {
+                // Kubernetes refuses only when the queue is full *and* every
+                // seat is taken: with a seat free the request may still
+                // run at once.
+                if q.waiting.len() >= qs.limit && l.in_use >= l.seats {
                     l.rejected += 1;
+                    l.drops.record(second);
                     return Admit::Rejected(Rejected::QueueFull);
                 }
                 if q.waiting.is_empty() {
                     q.vfinish = q.vfinish.max(qs.vtime);
                 }
-                q.waiting.push_back((ticket, width));
-                q.waiting_seats += width;
+                let work = f64::from(width) * qs.estimate;
+                q.waiting.push_back((ticket, width, work));
+                q.waiting_work += work;
                 qs.waiting += 1;
+                qs.waiting_seats += u64::from(width);
                 self.tickets.insert(
                     ticket,
                     Place::Waiting {
@@ -449,7 +520,9 @@ impl Apf {
                 );
                 // Only the new request can be dispatched: before it came,
                 // the queue that would be served next did not fit.
-                if self.dispatch(index).contains(&ticket) {
+                let dispatched = self.dispatch(index);
+                self.sample(index);
+                if dispatched.contains(&ticket) {
                     Admit::Dispatched(ticket)
                 } else {
                     Admit::Queued(ticket)
@@ -494,7 +567,9 @@ impl Apf {
             q.vfinish += f64::from(width) * secs - charged;
             qs.estimate += (secs - qs.estimate) / 16.0;
         }
-        Some(self.dispatch(level))
+        let dispatched = self.dispatch(level);
+        self.sample(level);
+        Some(dispatched)
     }
 
     /// The waiting request `ticket` gives up (its caller timed out or went
@@ -519,17 +594,22 @@ impl Apf {
             return None;
         };
         self.tickets.remove(&ticket);
+        let second = self.now.as_secs();
         let l = &mut self.levels[level];
         l.rejected += 1;
+        l.drops.record(second);
         if let Kind::Queue(qs) = &mut l.kind {
             let q = &mut qs.queues[queue];
-            if let Some(at) = q.waiting.iter().position(|&(t, _)| t == ticket) {
-                let (_, width) = q.waiting.remove(at).expect("found above");
-                q.waiting_seats -= width;
+            if let Some(at) = q.waiting.iter().position(|&(t, ..)| t == ticket) {
+                let (_, width, work) = q.waiting.remove(at).expect("found above");
+                q.take_work(work);
                 qs.waiting -= 1;
+                qs.waiting_seats -= u64::from(width);
             }
         }
-        Some(self.dispatch(level))
+        let dispatched = self.dispatch(level);
+        self.sample(level);
+        Some(dispatched)
     }
 
     /// The queues `flow` is dealt at `level`, or `None` if the level does
@@ -578,6 +658,148 @@ impl Apf {
         })
     }
 
+    /// Tells the `Apf` the time, on any monotonic clock of the caller's
+    /// (the layer uses the time since it was made). Time drives two things
+    /// Kubernetes does with it:
+    ///
+    /// - **Borrowing.** Each level's seat demand (seats in use plus seats
+    ///   waiting) is averaged over time; once every
+    ///   [`borrowing_period`](ApfBuilder::borrowing_period) the server's
+    ///   seats are divided again, levels with idle seats lending them (down
+    ///   to their nominal seats less their lendable seats) to busy levels
+    ///   (up to their nominal seats plus their borrowing limit), in
+    ///   proportion to each level's smoothed demand. Requests that fit under
+    ///   the new limits are dispatched and returned.
+    /// - **`Retry-After`.** Refusals are counted per second for
+    ///   [`retry_after`](Self::retry_after).
+    ///
+    /// A time earlier than one already given is ignored. Without any call
+    /// every level keeps its nominal seats and advises a 1 s retry.
+    ///
+    /// ```
+    /// use fair_admission::{Admit, Apf, LimitResponse};
+    /// use std::time::Duration;
+    /// let queue = LimitResponse::Queue { queues: 8, queue_length_limit: 50, hand_size: 2 };
+    /// let mut apf = Apf::builder(4)
+    ///     .level("busy", 1, queue)
+    ///     .level("idle", 1, queue)
+    ///     .lending(100, None) // "idle" may lend all its seats
+    ///     .build()?;
+    /// let busy = apf.level_id("busy").unwrap();
+    /// for i in 0..4 {
+    ///     apf.admit(busy, &i, 1); // 2 run, 2 wait
+    /// }
+    /// // After a period of "busy" wanting 4 seats and "idle" none:
+    /// let dispatched = apf.advance(Duration::from_secs(10));
+    /// assert_eq!(dispatched.len(), 2);
+    /// assert_eq!(apf.level_stats(busy).unwrap().seats, 4);
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn advance(&mut self, now: Duration) -> Vec<Ticket> {
+        if now <= self.now {
+            return Vec::new();
+        }
+        self.now = now;
+        if !self.lends || now.saturating_sub(self.adjusted_at) < self.period {
+            return Vec::new();
+        }
+        self.adjusted_at = now;
+        self.reallocate()
+    }
+
+    /// When seats are next reallocated (on the clock of
+    /// [`advance`](Self::advance)), or `None` if no level lends.
+    #[cfg(feature = "tower")]
+    pub(crate) fn next_reallocation(&self) -> Option<Duration> {
+        self.lends
+            .then(|| self.adjusted_at.saturating_add(self.period))
+    }
+
+    /// When seats were last reallocated (zero: never).
+    #[cfg(feature = "tower")]
+    pub(crate) fn last_reallocation(&self) -> Duration {
+        self.adjusted_at
+    }
+
+    /// The `Retry-After` `level` advises now, or `None` if the level
+    /// belongs to another `Apf`. It starts at 1 s and follows Kubernetes'
+    /// rule, evaluated whenever a refusal falls in a new second (by the
+    /// clock [`advance`](Self::advance) is given): it doubles (up to
+    /// [`MAX_RETRY_AFTER`], 32 s) when the level refused at least three times
+    /// the current value in requests over the last current-value seconds,
+    /// at most once per current-value seconds; it drops by one second when
+    /// the level refused fewer requests than the current value in seconds.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, LimitResponse};
+    /// use std::time::Duration;
+    /// let mut apf = Apf::builder(1).level("l", 1, LimitResponse::Reject).build()?;
+    /// let l = apf.level_id("l").unwrap();
+    /// apf.admit(l, &"runs", 1);
+    /// for _ in 0..3 {
+    ///     apf.admit(l, &"refused", 1); // three refusals in second 0
+    /// }
+    /// apf.advance(Duration::from_secs(1));
+    /// apf.admit(l, &"refused", 1); // the first refusal of second 1
+    /// assert_eq!(apf.retry_after(l), Some(Duration::from_secs(2)));
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn retry_after(&self, level: LevelId) -> Option<Duration> {
+        let l = &self.levels[self.index_of(level)?];
+        Some(Duration::from_secs(l.drops.retry_after))
+    }
+
+    /// Records `level`'s seat demand as it is now.
+    fn sample(&mut self, level: usize) {
+        if self.lends {
+            let now = self.now;
+            let l = &mut self.levels[level];
+            let demand = l.seat_demand();
+            l.demand.set(now, demand);
+        }
+    }
+
+    /// Divides the seats again from the demand seen since the last time,
+    /// and dispatches what fits under the new limits.
+    fn reallocate(&mut self) -> Vec<Ticket> {
+        let now = self.now;
+        let mut bounds = Vec::with_capacity(self.levels.len());
+        let mut required = 0.0;
+        for l in self
+            .levels
+            .iter_mut()
+            .filter(|l| !matches!(l.kind, Kind::Exempt))
+        {
+            let (average, deviation) = l.demand.take(now);
+            let envelope = average + deviation;
+            l.smoothed = envelope.max(SMOOTHING * l.smoothed + (1.0 - SMOOTHING) * envelope);
+            let lower = f64::from(l.nominal.saturating_sub(l.lendable));
+            let upper = f64::from(l.nominal.saturating_add(l.borrowing));
+            bounds.push((lower, upper, l.smoothed.clamp(lower, upper)));
+            required += f64::from(l.nominal);
+        }
+        let shares = allocate(required, &bounds);
+        let mut out = Vec::new();
+        let limited = self
+            .levels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !matches!(l.kind, Kind::Exempt))
+            .map(|(i, l)| (i, l.nominal))
+            .collect::<Vec<_>>();
+        for (&(i, nominal), share) in limited.iter().zip(&shares) {
+            // A level keeps at least one seat; without an allocation (no
+            // level wants anything) it keeps its nominal seats.
+            let seats = share.map_or(f64::from(nominal), |s| s.round().max(1.0));
+            self.levels[i].seats = seats as u32;
+        }
+        for (i, _) in limited {
+            out.extend(self.dispatch(i));
+            self.sample(i);
+        }
+        out
+    }
+
     /// Dispatches from `level`'s queues while the next request by fair
     /// queuing fits in the free seats.
     fn dispatch(&mut self, level: usize) -> Vec<Ticket> {
@@ -586,38 +808,258 @@ impl Apf {
         let Kind::Queue(qs) = &mut l.kind else {
             return out;
         };
-        loop {
-            // The busy queue whose head would finish first (the first on ties).
-            let mut best: Option<(usize, f64)> = None;
-            for (i, q) in qs.queues.iter().enumerate() {
-                if let Some(&(_, width)) = q.waiting.front() {
-                    let finish = q.vfinish.max(qs.vtime) + f64::from(width) * qs.estimate;
-                    if best.is_none_or(|(_, f)| finish < f) {
-                        best = Some((i, finish));
-                    }
-                }
-            }
-            let Some((i, _)) = best else { break };
+        while let Some(i) = qs.next_to_serve() {
             let q = &mut qs.queues[i];
-            let &(ticket, width) = q.waiting.front().expect("a busy queue");
-            if l.seats - l.in_use < width {
+            let &(ticket, width, work) = q.waiting.front().expect("a busy queue");
+            if !(fits(l.seats, l.in_use, width) || l.in_use == 0) {
+                // Nothing narrower may overtake it: the head of the queue
+                // that fair queuing serves next waits for its seats. (A
+                // request wider than a limit that borrowing has shrunk runs
+                // alone, when nothing else does.)
                 break;
             }
             q.waiting.pop_front();
-            q.waiting_seats -= width;
+            q.take_work(work);
             qs.waiting -= 1;
+            qs.waiting_seats -= u64::from(width);
             q.executing_seats += width;
             let start = q.vfinish.max(qs.vtime);
             let charged = f64::from(width) * qs.estimate;
             qs.vtime = start;
             q.vfinish = start + charged;
-            l.in_use += width;
+            qs.robin = i;
+            l.in_use = l.in_use.saturating_add(width);
             l.dispatched += 1;
             self.tickets
                 .insert(ticket, executing(level, Some(i), width, charged));
             out.push(ticket);
         }
         out
+    }
+}
+
+/// Whether `width` more seats fit under a limit of `seats` with `in_use`
+/// taken.
+fn fits(seats: u32, in_use: u32, width: u32) -> bool {
+    seats.saturating_sub(in_use) >= width
+}
+
+impl Level {
+    /// Seats in use plus seats waiting: what the level would use if it could.
+    fn seat_demand(&self) -> f64 {
+        let waiting = match &self.kind {
+            Kind::Queue(qs) => qs.waiting_seats,
+            _ => 0,
+        };
+        f64::from(self.in_use) + waiting as f64
+    }
+}
+
+impl Queue {
+    /// Removes `work` from the waiting work (exactly zero once nothing
+    /// waits, so rounding cannot build up).
+    fn take_work(&mut self, work: f64) {
+        self.waiting_work = if self.waiting.is_empty() {
+            0.0
+        } else {
+            (self.waiting_work - work).max(0.0)
+        };
+    }
+}
+
+impl Queues {
+    /// The queue a flow with `hash` joins: the one of its hand with the
+    /// least estimated work waiting. The search starts at a position in the
+    /// hand that moves by one with every request, so that ties rotate over
+    /// the hand instead of always going to its first queue.
+    fn choose(&mut self, hash: u64) -> usize {
+        let hand = self.dealer.deal(hash);
+        let size = hand.len();
+        let mut cards = [0usize; crate::dealer::MAX_HAND];
+        for (slot, card) in cards.iter_mut().zip(hand) {
+            *slot = card;
+        }
+        let offset = self.enqueues % size;
+        self.enqueues = self.enqueues.wrapping_add(1);
+        let mut best = cards[offset];
+        for k in 1..size {
+            let q = cards[(offset + k) % size];
+            if self.queues[q].waiting_work < self.queues[best].waiting_work {
+                best = q;
+            }
+        }
+        best
+    }
+
+    /// The busy queue whose head would finish first by fair queuing. The
+    /// search starts after the queue served last, so equal finish times are
+    /// served round robin.
+    fn next_to_serve(&self) -> Option<usize> {
+        let n = self.queues.len();
+        let mut best: Option<(usize, f64)> = None;
+        for k in 1..=n {
+            let i = (self.robin + k) % n;
+            let q = &self.queues[i];
+            if let Some(&(_, width, _)) = q.waiting.front() {
+                let finish = q.vfinish.max(self.vtime) + f64::from(width) * self.estimate;
+                if best.is_none_or(|(_, f)| finish < f) {
+                    best = Some((i, finish));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+/// Splits `required` seats between levels given as (lower bound, upper
+/// bound, target): each gets `clamp(f · target, lower, upper)` for the one
+/// fair fraction `f` at which the shares add up to `required`, as
+/// Kubernetes divides its server's seats. `None` for every level if no
+/// fraction reaches `required` (no level has a target above its lower
+/// bound).
+fn allocate(required: f64, levels: &[(f64, f64, f64)]) -> Vec<Option<f64>> {
+    let total = |f: f64| -> f64 {
+        levels
+            .iter()
+            .map(|&(lower, upper, target)| (f * target).clamp(lower, upper))
+            .sum()
+    };
+    let reachable: f64 = levels
+        .iter()
+        .map(|&(lower, upper, target)| if target > 0.0 { upper } else { lower })
+        .sum();
+    if reachable < required {
+        return vec![None; levels.len()];
+    }
+    // The total grows with f: find a fraction at or above the answer, then
+    // halve the interval until it is exact to far below a seat.
+    let (mut low, mut high) = (0.0_f64, 1.0_f64);
+    while total(high) < required && high < 1e18 {
+        low = high;
+        high *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = (low + high) / 2.0;
+        if total(mid) < required {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    levels
+        .iter()
+        .map(|&(lower, upper, target)| Some((high * target).clamp(lower, upper)))
+        .collect()
+}
+
+/// A time-weighted record of one value: its average and standard
+/// deviation since the last [`take`](Integrator::take).
+#[derive(Debug, Clone, Default)]
+struct Integrator {
+    value: f64,
+    since: Duration,
+    /// ∫ value dt, ∫ value² dt and ∫ dt, in seconds.
+    sum: f64,
+    sum_of_squares: f64,
+    span: f64,
+}
+
+impl Integrator {
+    /// The value changes to `value` at `now`.
+    fn set(&mut self, now: Duration, value: f64) {
+        self.accrue(now);
+        self.value = value;
+    }
+
+    fn accrue(&mut self, now: Duration) {
+        let dt = now.saturating_sub(self.since).as_secs_f64();
+        self.sum += self.value * dt;
+        self.sum_of_squares += self.value * self.value * dt;
+        self.span += dt;
+        self.since = self.since.max(now);
+    }
+
+    /// The average and standard deviation up to `now`, starting afresh.
+    fn take(&mut self, now: Duration) -> (f64, f64) {
+        self.accrue(now);
+        let result = if self.span > 0.0 {
+            let average = self.sum / self.span;
+            let variance = self.sum_of_squares / self.span - average * average;
+            (average, variance.max(0.0).sqrt())
+        } else {
+            (self.value, 0.0)
+        };
+        (self.sum, self.sum_of_squares, self.span) = (0.0, 0.0, 0.0);
+        result
+    }
+}
+
+/// A level's refusals per second over the last seconds, and the
+/// `Retry-After` they call for (whole seconds, 1 to 32).
+#[derive(Debug, Clone)]
+struct Drops {
+    /// (second, refusals) for past seconds, oldest first.
+    history: VecDeque<(u64, u64)>,
+    second: u64,
+    count: u64,
+    retry_after: u64,
+    /// When `retry_after` was last raised.
+    raised_at: u64,
+}
+
+impl Default for Drops {
+    fn default() -> Self {
+        Drops {
+            history: VecDeque::new(),
+            second: 0,
+            count: 0,
+            retry_after: 1,
+            raised_at: 0,
+        }
+    }
+}
+
+impl Drops {
+    const MAX: u64 = MAX_RETRY_AFTER.as_secs();
+
+    fn record(&mut self, second: u64) {
+        if second <= self.second {
+            self.count += 1;
+            return;
+        }
+        self.history.push_back((self.second, self.count));
+        // Seconds older than twice the current value (or the cap) can no
+        // longer count.
+        let keep = (2 * self.retry_after).min(Self::MAX);
+        while self
+            .history
+            .front()
+            .is_some_and(|&(s, _)| self.second - s > keep)
+        {
+            self.history.pop_front();
+        }
+        self.second = second;
+        self.count = 1;
+        self.update(second);
+    }
+
+    /// Re-evaluates `retry_after` at the start of `now`, from the seconds
+    /// before it.
+    fn update(&mut self, now: u64) {
+        let current = self.retry_after;
+        let recent: u64 = self
+            .history
+            .iter()
+            .rev()
+            .take_while(|&&(s, _)| now - s <= current && s >= self.raised_at)
+            .map(|&(_, n)| n)
+            .sum();
+        if now - self.raised_at >= current && recent >= 3 * current {
+            self.retry_after = (2 * current).min(Self::MAX);
+            self.raised_at = now;
+        } else if recent < current && current > 1 {
+            self.retry_after = current - 1;
+        }
     }
 }
 
@@ -643,8 +1085,21 @@ fn executing(level: usize, queue: Option<usize>, width: u32, charged: f64) -> Pl
 #[derive(Debug, Clone)]
 pub struct ApfBuilder {
     seats: u32,
-    levels: Vec<(String, u32, Option<LimitResponse>)>,
+    levels: Vec<LevelSpec>,
     estimate: Duration,
+    period: Duration,
+    /// `lending` was called before any level was added.
+    orphan_lending: bool,
+}
+
+#[derive(Debug, Clone)]
+struct LevelSpec {
+    name: String,
+    shares: u32,
+    /// `None` for an exempt level.
+    limit: Option<LimitResponse>,
+    lendable_percent: u32,
+    borrowing_limit_percent: Option<u32>,
 }
 
 impl ApfBuilder {
@@ -663,7 +1118,13 @@ impl ApfBuilder {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn level(mut self, name: &str, shares: u32, limit: LimitResponse) -> Self {
-        self.levels.push((name.to_owned(), shares, Some(limit)));
+        self.levels.push(LevelSpec {
+            name: name.to_owned(),
+            shares,
+            limit: Some(limit),
+            lendable_percent: 0,
+            borrowing_limit_percent: None,
+        });
         self
     }
 
@@ -678,7 +1139,64 @@ impl ApfBuilder {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn exempt(mut self, name: &str) -> Self {
-        self.levels.push((name.to_owned(), 0, None));
+        self.levels.push(LevelSpec {
+            name: name.to_owned(),
+            shares: 0,
+            limit: None,
+            lendable_percent: 0,
+            borrowing_limit_percent: None,
+        });
+        self
+    }
+
+    /// Lets the level added last lend and borrow seats (Kubernetes'
+    /// `lendablePercent` and `borrowingLimitPercent`): its limit may fall to
+    /// its nominal seats less `lendable_percent` % of them when other levels
+    /// need seats it does not, and rise by up to `borrowing_limit_percent` %
+    /// of them (`None`: by up to the server's seats) when it needs more than
+    /// others. Both round to the nearest seat. Levels lend nothing unless
+    /// told to; `build` accepts 0 to 100 for `lendable_percent` and refuses
+    /// lending on an exempt level or before any level. Limits move at the
+    /// reallocations that [`Apf::advance`] makes.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, LimitResponse};
+    /// let apf = Apf::builder(100)
+    ///     .level("workload-low", 100, LimitResponse::Reject)
+    ///     .lending(90, None)
+    ///     .build()?;
+    /// # let _ = apf;
+    /// let err = Apf::builder(100).level("l", 1, LimitResponse::Reject).lending(101, None).build();
+    /// assert_eq!(err.unwrap_err().field(), "lendable_percent");
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn lending(mut self, lendable_percent: u32, borrowing_limit_percent: Option<u32>) -> Self {
+        match self.levels.last_mut() {
+            Some(level) => {
+                level.lendable_percent = lendable_percent;
+                level.borrowing_limit_percent = borrowing_limit_percent;
+            }
+            None => self.orphan_lending = true,
+        }
+        self
+    }
+
+    /// How often seats are reallocated between levels (default
+    /// [`BORROWING_PERIOD`], 10 s); `build` accepts more than zero and at
+    /// most [`MAX_BORROWING_PERIOD`].
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, LimitResponse};
+    /// use std::time::Duration;
+    /// let apf = Apf::builder(10)
+    ///     .borrowing_period(Duration::from_secs(5))
+    ///     .level("l", 1, LimitResponse::Reject)
+    ///     .build()?;
+    /// # let _ = apf;
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn borrowing_period(mut self, period: Duration) -> Self {
+        self.period = period;
         self
     }
 
@@ -730,14 +1248,49 @@ impl ApfBuilder {
                 format!("{:?}", self.estimate),
             ));
         }
+        if self.orphan_lending {
+            return Err(ConfigError::new(
+                "lending",
+                "called after the level it applies to",
+                "before any level",
+            ));
+        }
+        if self.period.is_zero() || self.period > MAX_BORROWING_PERIOD {
+            return Err(ConfigError::new(
+                "borrowing_period",
+                format!("greater than zero and at most {MAX_BORROWING_PERIOD:?}"),
+                format!("{:?}", self.period),
+            ));
+        }
         let estimate = self.estimate.as_secs_f64();
-        let total_shares: u64 = self.levels.iter().map(|&(_, s, _)| u64::from(s)).sum();
+        let total_shares: u64 = self.levels.iter().map(|l| u64::from(l.shares)).sum();
         let mut levels = Vec::with_capacity(self.levels.len());
-        for (i, (name, shares, limit)) in self.levels.iter().enumerate() {
-            if self.levels[..i].iter().any(|(n, _, _)| n == name) {
+        for (i, spec) in self.levels.iter().enumerate() {
+            let LevelSpec {
+                name,
+                shares,
+                limit,
+                lendable_percent,
+                borrowing_limit_percent,
+            } = spec;
+            if self.levels[..i].iter().any(|l| &l.name == name) {
                 return Err(ConfigError::new("name", "unique among the levels", name));
             }
+            if *lendable_percent > 100 {
+                return Err(ConfigError::new(
+                    "lendable_percent",
+                    "between 0 and 100",
+                    lendable_percent,
+                ));
+            }
             let kind = match *limit {
+                None if *lendable_percent > 0 || borrowing_limit_percent.is_some() => {
+                    return Err(ConfigError::new(
+                        "lending",
+                        "unset on an exempt level (it holds no seats)",
+                        name,
+                    ));
+                }
                 None => Kind::Exempt,
                 Some(_) if *shares == 0 => {
                     return Err(ConfigError::new("shares", "at least 1", shares));
@@ -769,8 +1322,11 @@ impl ApfBuilder {
                         limit: queue_length_limit,
                         queues: vec![Queue::default(); queues],
                         waiting: 0,
+                        waiting_seats: 0,
                         vtime: 0.0,
                         estimate,
+                        enqueues: 0,
+                        robin: queues.saturating_sub(1),
                     })
                 }
             };
@@ -781,21 +1337,220 @@ impl ApfBuilder {
                 let num = u64::from(self.seats) * u64::from(*shares);
                 u32::try_from(num.div_ceil(total_shares)).unwrap_or(u32::MAX)
             };
+            // Kubernetes rounds the lendable and borrowing seats to the
+            // nearest; no borrowing limit means up to the server's seats.
+            let percent_of = |p: u32| {
+                let seats = u64::from(seats)
+                    .saturating_mul(u64::from(p))
+                    .saturating_add(50)
+                    / 100;
+                u32::try_from(seats).unwrap_or(u32::MAX)
+            };
             levels.push(Level {
                 name: name.clone(),
                 kind,
                 seats,
+                nominal: seats,
+                lendable: percent_of(*lendable_percent),
+                borrowing: borrowing_limit_percent.map_or(self.seats, percent_of),
                 in_use: 0,
                 dispatched: 0,
                 rejected: 0,
+                demand: Integrator::default(),
+                smoothed: 0.0,
+                drops: Drops::default(),
             });
         }
+        let lends = levels.iter().any(|l| l.lendable > 0);
         Ok(Apf {
             id: NEXT_APF.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             levels,
             tickets: HashMap::new(),
             next_ticket: 0,
             hasher: foldhash::fast::FixedState::with_seed(0),
+            now: Duration::ZERO,
+            adjusted_at: Duration::ZERO,
+            period: self.period,
+            lends,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queuing(queues: usize, hand_size: usize, queue_length_limit: usize) -> LimitResponse {
+        LimitResponse::Queue {
+            queues,
+            queue_length_limit,
+            hand_size,
+        }
+    }
+
+    /// The queue `ticket` waits or runs in.
+    fn queue_of(apf: &Apf, ticket: Ticket) -> usize {
+        match apf.tickets[&ticket] {
+            Place::Waiting { queue, .. } => queue,
+            Place::Executing { queue, .. } => queue.expect("a queued level"),
+        }
+    }
+
+    fn ticket(admit: Admit) -> Ticket {
+        match admit {
+            Admit::Dispatched(t) | Admit::Queued(t) => t,
+            Admit::Rejected(why) => panic!("rejected: {why}"),
+        }
+    }
+
+    /// A flow whose hand at `level` starts with `first`.
+    fn flow_starting_at(apf: &Apf, level: LevelId, first: usize) -> String {
+        (0..)
+            .map(|i| format!("flow-{i}"))
+            .find(|f| apf.hand(level, f.as_str()).unwrap().next() == Some(first))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_full_queue_refuses_only_when_every_seat_is_taken() {
+        let mut apf = Apf::builder(4)
+            .level("l", 1, queuing(1, 1, 1))
+            .build()
+            .unwrap();
+        let l = apf.level_id("l").unwrap();
+        assert!(matches!(apf.admit(l, "a", 1), Admit::Dispatched(_)));
+        // Four seats wide: it waits for the three free seats plus one.
+        assert!(matches!(apf.admit(l, "b", 4), Admit::Queued(_)));
+        // The queue is full, but a seat is free: Kubernetes enqueues.
+        assert!(matches!(apf.admit(l, "c", 1), Admit::Queued(_)));
+        assert_eq!(apf.level_stats(l).unwrap().waiting, 2);
+        // With every seat taken, a full queue refuses.
+        let mut apf = Apf::builder(1)
+            .level("l", 1, queuing(1, 1, 1))
+            .build()
+            .unwrap();
+        let l = apf.level_id("l").unwrap();
+        ticket(apf.admit(l, "a", 1));
+        ticket(apf.admit(l, "b", 1));
+        assert_eq!(apf.admit(l, "c", 1), Admit::Rejected(Rejected::QueueFull));
+    }
+
+    /// On a level of `seats` seats with 2 queues, both in every hand, one
+    /// flow sends three requests, the first `first_width` seats wide and the
+    /// others 1: the position in the flow's hand of each one's queue.
+    fn three_requests(seats: u32, first_width: u32) -> [usize; 3] {
+        let mut apf = Apf::builder(seats)
+            .level("l", 1, queuing(2, 2, 50))
+            .build()
+            .unwrap();
+        let l = apf.level_id("l").unwrap();
+        let hand: Vec<usize> = apf.hand(l, "f").unwrap().collect();
+        [first_width, 1, 1].map(|width| {
+            let t = ticket(apf.admit(l, "f", width));
+            hand.iter().position(|&q| q == queue_of(&apf, t)).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_flow_joins_the_queue_with_the_least_waiting_work_and_ties_rotate() {
+        // All three run at once, so no work ever waits: the search starts
+        // one card further along the hand with each request, and ties go
+        // round the hand. Seats executing do not count: the third joins the
+        // queue running 10 seats rather than the one running 1.
+        assert_eq!(three_requests(100, 10), [0, 1, 0]);
+        // The first takes every seat; the second waits in the other queue.
+        // The third joins the first's queue: it runs 4 seats but has no
+        // work waiting, and the other has one request waiting.
+        assert_eq!(three_requests(4, 4), [0, 1, 0]);
+    }
+
+    #[test]
+    fn equal_finish_times_are_served_round_robin() {
+        let mut apf = Apf::builder(1)
+            .level("l", 1, queuing(3, 1, 50))
+            .build()
+            .unwrap();
+        let l = apf.level_id("l").unwrap();
+        let [zero, one, two] = [0, 1, 2].map(|q| flow_starting_at(&apf, l, q));
+        let running = ticket(apf.admit(l, one.as_str(), 1));
+        let b = ticket(apf.admit(l, zero.as_str(), 1));
+        let c = ticket(apf.admit(l, two.as_str(), 1));
+        // Both waiting queues would finish at the same virtual time; the
+        // search starts after queue 1, served last, so queue 2 goes first.
+        let est = Duration::from_millis(100);
+        assert_eq!(apf.complete(running, est), Some(vec![c]));
+        assert_eq!(apf.complete(c, est), Some(vec![b]));
+    }
+
+    #[test]
+    fn seats_are_divided_in_proportion_to_demand_within_the_bounds() {
+        // Kubernetes' example shape: one level wants 20 seats (10 to 30),
+        // one wants none but may not go below 5 (5 to 30); 20 seats in all.
+        let shares = allocate(20.0, &[(10.0, 30.0, 20.0), (5.0, 30.0, 5.0)]);
+        let seats: Vec<f64> = shares.iter().map(|s| s.unwrap().round()).collect();
+        assert_eq!(seats, [15.0, 5.0]);
+        // Equal demand: equal seats.
+        let shares = allocate(20.0, &[(10.0, 30.0, 20.0), (5.0, 30.0, 20.0)]);
+        let seats: Vec<f64> = shares.iter().map(|s| s.unwrap().round()).collect();
+        assert_eq!(seats, [10.0, 10.0]);
+        // Upper bounds bind: the rest goes to the other level.
+        let shares = allocate(20.0, &[(0.0, 12.0, 100.0), (0.0, 30.0, 1.0)]);
+        let seats: Vec<f64> = shares.iter().map(|s| s.unwrap().round()).collect();
+        assert_eq!(seats, [12.0, 8.0]);
+        // Nobody wants anything above a lower bound of zero: no answer.
+        assert_eq!(allocate(20.0, &[(0.0, 30.0, 0.0)]), [None]);
+    }
+
+    #[test]
+    fn demand_is_averaged_over_time_with_its_deviation() {
+        let mut d = Integrator::default();
+        d.set(Duration::ZERO, 10.0);
+        d.set(Duration::from_secs(5), 30.0);
+        let (average, deviation) = d.take(Duration::from_secs(10));
+        assert_eq!((average, deviation), (20.0, 10.0));
+        // Afresh: constant 30 since.
+        assert_eq!(d.take(Duration::from_secs(20)), (30.0, 0.0));
+    }
+
+    #[test]
+    fn retry_after_doubles_under_refusals_up_to_32_and_falls_by_one_when_they_stop() {
+        let mut drops = Drops::default();
+        let mut seen = Vec::new();
+        // 100 refusals a second for 40 s.
+        for second in 0..40 {
+            for _ in 0..100 {
+                drops.record(second);
+            }
+            seen.push(drops.retry_after);
+        }
+        // Raised at most once per current value: 1 → 2 at 1 s, → 4 at 3 s,
+        // → 8 at 7 s, → 16 at 15 s, → 32 at 31 s, and no further.
+        let raised: Vec<(usize, u64)> = seen
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[1] != w[0])
+            .map(|(i, w)| (i + 1, w[1]))
+            .collect();
+        assert_eq!(raised, [(1, 2), (3, 4), (7, 8), (15, 16), (31, 32)]);
+        // Then one refusal every other second. Until 32 s after the last
+        // raise the overload's seconds still count (at 64 s they call for
+        // another raise, held at the cap); from then on fewer refusals than
+        // the current value fall in its window, and it drops by one at each
+        // refusal.
+        for second in (40..200).step_by(2) {
+            drops.record(second);
+            let expected = if second <= 64 {
+                32
+            } else {
+                32u64.saturating_sub((second - 64) / 2).max(1)
+            };
+            assert_eq!(drops.retry_after, expected, "at {second} s");
+        }
+        // While refusals keep filling its window, it holds.
+        let mut steady = Drops::default();
+        for second in 0..100 {
+            steady.record(second);
+            assert_eq!(steady.retry_after, 1);
+        }
     }
 }

@@ -209,3 +209,65 @@ fn a_runtime_without_timers_refuses_a_request_that_would_wait() {
         assert_eq!(layer.level_stats(level).unwrap().waiting, 0);
     });
 }
+
+#[test]
+fn lending_settings_out_of_range_are_refused_with_their_field() {
+    let reject = LimitResponse::Reject;
+    let field = |b: fair_admission::ApfBuilder| b.build().unwrap_err().field();
+    assert_eq!(
+        field(Apf::builder(10).level("l", 1, reject).lending(101, None)),
+        "lendable_percent"
+    );
+    assert_eq!(
+        field(Apf::builder(10).lending(50, None).level("l", 1, reject)),
+        "lending"
+    );
+    assert_eq!(
+        field(Apf::builder(10).exempt("e").lending(10, None)),
+        "lending"
+    );
+    assert_eq!(
+        field(
+            Apf::builder(10)
+                .level("l", 1, reject)
+                .borrowing_period(Duration::ZERO)
+        ),
+        "borrowing_period"
+    );
+    assert_eq!(
+        field(
+            Apf::builder(10)
+                .level("l", 1, reject)
+                .borrowing_period(Duration::MAX)
+        ),
+        "borrowing_period"
+    );
+}
+
+#[test]
+fn extreme_lending_and_clocks_neither_panic_nor_lose_seats() {
+    let queue = LimitResponse::Queue {
+        queues: 4,
+        queue_length_limit: 10,
+        hand_size: 2,
+    };
+    let mut apf = Apf::builder(u32::MAX)
+        .level("a", u32::MAX, queue)
+        .lending(100, Some(u32::MAX))
+        .level("b", 1, LimitResponse::Reject)
+        .lending(100, None)
+        .build()
+        .unwrap();
+    let a = apf.level_id("a").unwrap();
+    for i in 0..5 {
+        assert!(matches!(apf.admit(a, &i, 10), Admit::Dispatched(_)));
+    }
+    // Clocks at the end of time, and back again (ignored).
+    apf.advance(Duration::MAX);
+    apf.advance(Duration::from_secs(1));
+    apf.advance(Duration::MAX);
+    let stats = apf.level_stats(a).unwrap();
+    assert_eq!(stats.seats_in_use, 50);
+    assert!(stats.seats >= 1);
+    assert!(apf.retry_after(a).unwrap() >= Duration::from_secs(1));
+}

@@ -4,6 +4,8 @@
 //! the test releases their chunks.
 #![cfg(feature = "http")]
 
+mod loopback;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +17,7 @@ use http::{Request, Response, StatusCode};
 
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc};
 use tower::Layer;
 
@@ -73,21 +74,7 @@ async fn serve(seats: u32, in_flight: Arc<InFlight>, gates: Gates) -> std::net::
             Ok::<_, Infallible>(Response::new(BodyExt::boxed(Chunks(rx))))
         }
     });
-    let service = layer.layer(handler);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let service = TowerToHyperService::new(service.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    loopback::serve(layer.layer(handler)).await
 }
 
 /// A body streaming what arrives on a channel, until it closes.

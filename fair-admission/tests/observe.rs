@@ -72,7 +72,9 @@ fn refusals_waits_and_seats_are_reported_under_kubernetes_names() {
                     .build()
                     .unwrap();
                 let level = apf.level_id("workload").unwrap();
-                let layer = FairnessLayer::new(apf, move |u: &String| Class::new(level, u.clone()));
+                let layer = FairnessLayer::new(apf, move |u: &String| {
+                    Class::new(level, u.clone()).schema("global-default")
+                });
                 let service = layer.layer(service_fn(|_: String| async {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     Ok::<(), BoxError>(())
@@ -115,7 +117,11 @@ fn refusals_waits_and_seats_are_reported_under_kubernetes_names() {
         find(
             &samples,
             "apiserver_flowcontrol_rejected_requests_total",
-            &[("priority_level", "workload"), ("reason", "queue-full")]
+            &[
+                ("priority_level", "workload"),
+                ("flow_schema", "global-default"),
+                ("reason", "queue-full")
+            ]
         ),
         Some(DebugValue::Counter(1))
     ));
@@ -150,6 +156,7 @@ fn refusals_waits_and_seats_are_reported_under_kubernetes_names() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(
         seen[0].contains("priority_level=workload")
+            && seen[0].contains("flow_schema=global-default")
             && seen[0].contains("flow=carol")
             && seen[0].contains("reason=queue-full"),
         "{seen:?}"
