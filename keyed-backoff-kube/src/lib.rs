@@ -36,7 +36,7 @@
 //! # Observability
 //!
 //! [`counters`](ObjectBackoff::counters) are always kept. With the
-//! `prometheus-client` feature, [`register`](ObjectBackoff::register) exports
+//! `prometheus-client` feature, `ObjectBackoff::register` exports
 //! them to a `prometheus_client` registry under controller-runtime's names;
 //! with the `tracing` feature, failures, refusals, skips, resets and panics
 //! are `tracing` events carrying the object. Without the features neither
