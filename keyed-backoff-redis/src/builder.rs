@@ -12,6 +12,7 @@ use redis::aio::ConnectionLike;
 use crate::RedisBackoff;
 use crate::fallback::Fallback;
 use crate::near::NearCache;
+use crate::script::Replicas;
 
 /// Where the store's now comes from.
 #[derive(Clone)]
@@ -49,6 +50,7 @@ pub struct RedisBackoffBuilder {
     now: Now,
     fallback: Option<Duration>,
     near_cache: bool,
+    replicas: Option<(u32, Duration)>,
 }
 
 impl fmt::Debug for RedisBackoffBuilder {
@@ -60,6 +62,7 @@ impl fmt::Debug for RedisBackoffBuilder {
             .field("redis_time", &matches!(self.now, Now::Redis))
             .field("fallback", &self.fallback)
             .field("near_cache", &self.near_cache)
+            .field("wait_for_replicas", &self.replicas)
             .finish()
     }
 }
@@ -170,6 +173,32 @@ impl RedisBackoffBuilder {
         self
     }
 
+    /// Durability across a failover: every operation that writes (an
+    /// advance, a refusal remembered under an [`OpId`](crate::OpId), a
+    /// reset, a collection) is followed, in the same round trip, by Redis
+    /// `WAIT replicas timeout`, and is acknowledged only once that many
+    /// replicas hold it. If fewer do within `timeout`, the operation fails
+    /// with [`StoreError::NotReplicated`](crate::StoreError::NotReplicated)
+    /// (it ran on the master; the outcome is unknown). A replica promoted
+    /// after the master dies then holds every advance the fleet was told
+    /// about. Default: off (an acknowledged advance can be lost in a
+    /// failover; the repository's `docs/fleet.md` gives the measurements).
+    ///
+    /// `replicas` from 1 to 100; `timeout` from 1 ms to less than the
+    /// operation's [`timeout`](Self::timeout), which bounds the whole call.
+    ///
+    /// ```
+    /// use keyed_backoff_redis::RedisBackoff;
+    /// use std::time::Duration;
+    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .timeout(Duration::from_millis(500))
+    ///     .wait_for_replicas(1, Duration::from_millis(200));
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Some((replicas, timeout));
+        self
+    }
+
     /// Read now from `clock` instead of Redis `TIME`, in nanoseconds since
     /// the instant the store is built. For tests and replays (a
     /// [`MockClock`](keyed_backoff::clock::MockClock)): instances built at
@@ -194,7 +223,7 @@ impl RedisBackoffBuilder {
     ///
     /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF);
     /// `jitter` NaN, infinite or negative; an empty `prefix`; a `timeout`
-    /// outside 1 ms ..= 1 h.
+    /// outside 1 ms ..= 1 h; `wait_for_replicas` outside its ranges.
     ///
     /// ```
     /// # async fn run(conn: redis::aio::ConnectionManager) {
@@ -220,6 +249,29 @@ impl RedisBackoffBuilder {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
         let timeout = millisecond_to_hour("timeout", self.timeout)?;
+        let replicas = match self.replicas {
+            None => None,
+            Some((count, wait)) => {
+                if !(1..=100).contains(&count) {
+                    return Err(ConfigError::new(
+                        "wait_for_replicas.replicas",
+                        "from 1 to 100",
+                        count.to_string(),
+                    ));
+                }
+                if wait < Duration::from_millis(1) || wait >= timeout {
+                    return Err(ConfigError::new(
+                        "wait_for_replicas.timeout",
+                        format!("from 1 ms to less than the operation timeout ({timeout:?})"),
+                        format!("{wait:?}"),
+                    ));
+                }
+                Some(Replicas {
+                    count,
+                    timeout_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                })
+            }
+        };
         let fallback = match self.fallback {
             None => None,
             Some(open_for) => {
@@ -247,6 +299,7 @@ impl RedisBackoffBuilder {
             now: self.now,
             fallback,
             near: self.near_cache.then(|| Arc::new(NearCache::new())),
+            replicas,
         })
     }
 }
@@ -280,6 +333,7 @@ impl RedisBackoff<()> {
             now: Now::Redis,
             fallback: None,
             near_cache: false,
+            replicas: None,
         }
     }
 }

@@ -1,19 +1,23 @@
 -- keyed-backoff: one key's entry, read and changed atomically.
 --
 -- The same rules as the in-process manager's policy module (src/keyed/policy.rs),
--- for client-go's doubling rule. An entry is a hash with fields
+-- for client-go's doubling rule. An entry is a string, "b,t,a" or
+-- "b,t,a;record;record...":
 --   b  backoff, nanoseconds: decimal digits, below 2^52 (exact in a Lua double)
 --   t  time of the last `next`, in time units (see `unit` below): an integer
 --   a  attempts since the entry was (re)initialised: 0 to 4095
---   r  the answers to the most recent operations that carried an id, newest
---      first, at most RECENT: "id,1,backoff,attempts" or "id,0,remaining",
---      separated by ";" (absent until an operation carries an id)
--- Entries written by earlier versions may also hold `o` (the id of the last
--- advance), which is still honoured.
+--   record  the answer to one of the most recent operations that carried an
+--      id, newest first, at most RECENT: "id,1,backoff,attempts" or
+--      "id,0,remaining" (none until an operation carries an id)
+-- One GET reads it and one SET (with its time to live) writes it.
 --
--- Before anything else the key is checked: anything but a missing key or a
--- hash whose fields are as above is not ours, and every operation (reset
--- included) answers {-1, what is wrong} and leaves it exactly as it was.
+-- Entries written by earlier versions are hashes with the fields b, t, a,
+-- r (the records, ";"-separated) and o (the id of the last advance). They
+-- are read, held to the same checks, and rewritten as strings.
+--
+-- Before anything else the key is checked: anything but a missing key or an
+-- entry as above is not ours, and every operation (reset included) answers
+-- {-1, what is wrong} and leaves it exactly as it was.
 --
 -- KEYS[1]  the entry's key
 -- ARGV[1]  op: next | gate | get | attempts | since | since_update | remaining | reset | collect
@@ -29,6 +33,7 @@
 -- get/attempts/remaining an integer (0: none); since/since_update/reset/collect
 -- 0 or 1; anything not ours {-1, detail}.
 
+local tonumber, match, format, sub = tonumber, string.match, string.format, string.sub
 local MASK = 4503599627370495 -- 2^52 - 1, the largest backoff
 local MAX_ATTEMPTS = 4095
 local RECENT = 4 -- operation ids remembered per key
@@ -48,49 +53,65 @@ local event = now - age_ns / unit
 local window_ns = tonumber(ARGV[9])
 local op_id = ARGV[11]
 
--- A field's value as shown in an error: quoted, cut short.
+-- A value as shown in an error: quoted, cut short.
 local function shown(v)
-  if v == false then return 'missing' end
-  if #v > 24 then v = string.sub(v, 1, 24) .. '...' end
-  return string.format('%q', v)
+  if v == false or v == nil then return 'missing' end
+  if #v > 24 then v = sub(v, 1, 24) .. '...' end
+  return format('%q', v)
 end
 
 local function corrupt(detail)
   return {-1, detail}
 end
 
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'none' and kind ~= 'hash' then
-  return corrupt('a ' .. kind .. ', not a keyed-backoff entry')
+-- The entry's raw parts: nil when there is none.
+local fb, ft, fa, fr, legacy_id
+local raw = redis.pcall('GET', key)
+if type(raw) == 'table' then
+  -- Not a string: a hash of an earlier version, or not ours.
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'hash' then
+    return corrupt('a ' .. kind .. ', not a keyed-backoff entry')
+  end
+  local f = redis.call('HMGET', key, 'b', 't', 'a', 'r', 'o')
+  fb, ft, fa, fr, legacy_id = f[1], f[2], f[3], f[4], f[5]
+elseif raw then
+  local rest
+  fb, ft, fa, rest = match(raw, '^([^,;]*),([^,;]*),([^,;]*)(.*)$')
+  if fb == nil or (rest ~= '' and sub(rest, 1, 1) ~= ';') then
+    return corrupt('the value ' .. shown(raw) .. ' is not "backoff,last update,attempts[;records]"')
+  end
+  if rest ~= '' then fr = sub(rest, 2) end
 end
-local present = kind == 'hash'
-local b, t, a, legacy_id = 0, 0, 0, false
+
+local present = fb ~= nil
+local b, t, a = 0, 0, 0
 local recent = {}
 if present then
-  local f = redis.call('HMGET', key, 'b', 't', 'a', 'r', 'o')
-  if f[1] == false or not string.match(f[1], '^%d+$') or #f[1] > 16 or tonumber(f[1]) > MASK then
-    return corrupt('field b (backoff, ns) is ' .. shown(f[1]) .. ', not an integer in [0, 2^52)')
+  if fb == false or not match(fb, '^%d+$') or #fb > 16 or tonumber(fb) > MASK then
+    return corrupt('the backoff (ns) is ' .. shown(fb) .. ', not an integer in [0, 2^52)')
   end
-  if f[2] == false or not string.match(f[2], '^%-?%d+$') or #f[2] > 19 then
-    return corrupt('field t (last update) is ' .. shown(f[2]) .. ', not an integer of at most 19 digits')
+  if ft == false or not match(ft, '^%-?%d+$') or #ft > 19 then
+    return corrupt('the last update is ' .. shown(ft) .. ', not an integer of at most 19 digits')
   end
-  if f[3] == false or not string.match(f[3], '^%d+$') or #f[3] > 4 or tonumber(f[3]) > MAX_ATTEMPTS then
-    return corrupt('field a (attempts) is ' .. shown(f[3]) .. ', not an integer in [0, 4095]')
+  if fa == false or not match(fa, '^%d+$') or #fa > 4 or tonumber(fa) > MAX_ATTEMPTS then
+    return corrupt('the attempt count is ' .. shown(fa) .. ', not an integer in [0, 4095]')
   end
-  b, t, a = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
+  b, t, a = tonumber(fb), tonumber(ft), tonumber(fa)
   if (t - now) * unit > window_ns then
-    return corrupt('field t (last update) is ' .. shown(f[2]) .. ', more than the expiry window in the future')
+    return corrupt('the last update is ' .. shown(ft) .. ', more than the expiry window in the future')
   end
-  if f[4] ~= false then
-    for record in string.gmatch(f[4], '[^;]+') do
-      local id, flag, value, attempts = string.match(record, '^(%d+),([01]),(%d+),?(%d*)$')
+  if fr ~= nil and fr ~= false then
+    -- Each record ends at a ";" (one is added after the last), so an
+    -- empty record is seen as one.
+    for record in string.gmatch(fr .. ';', '([^;]*);') do
+      local id, flag, value, attempts = match(record, '^(%d+),([01]),(%d+),?(%d*)$')
       if id == nil or #recent >= RECENT or (flag == '1') ~= (attempts ~= '') then
-        return corrupt('field r (recent operations) is ' .. shown(f[4]) .. ', not up to 4 "id,flag,value[,attempts]" records')
+        return corrupt('the records of recent operations are ' .. shown(fr) .. ', not up to 4 "id,flag,value[,attempts]"')
       end
       recent[#recent + 1] = {id = id, flag = tonumber(flag), value = value, attempts = attempts}
     end
   end
-  legacy_id = f[5]
 end
 
 if op == 'reset' then
@@ -144,16 +165,25 @@ if op_id ~= '' then
   if legacy_id == op_id then return {1, b, a} end
 end
 
--- The `r` field with `record` in front, the oldest dropped.
-local function remembered(record)
-  local kept = {record}
-  for i = 1, math.min(#recent, RECENT - 1) do
+-- The records, with `record` in front when there is one, the oldest
+-- dropped: "" or ";record;record...".
+local function records(record)
+  local kept = {}
+  if record ~= nil then kept[1] = record end
+  for i = 1, #recent do
+    if #kept >= RECENT then break end
     local r = recent[i]
     local s = r.id .. ',' .. r.flag .. ',' .. r.value
     if r.flag == 1 then s = s .. ',' .. r.attempts end
     kept[#kept + 1] = s
   end
-  return table.concat(kept, ';')
+  if #kept == 0 then return '' end
+  return ';' .. table.concat(kept, ';')
+end
+
+-- Integers as strings: tostring would print a large double in exponent form.
+local function int(n)
+  return format('%.0f', n)
 end
 
 if op == 'gate' then
@@ -162,7 +192,7 @@ if op == 'gate' then
     left = math.ceil(left)
     if op_id ~= '' then
       -- Remembered without touching the backoff or the time to live.
-      redis.call('HSET', key, 'r', remembered(op_id .. ',0,' .. string.format('%.0f', left)))
+      redis.call('SET', key, fb .. ',' .. ft .. ',' .. fa .. records(op_id .. ',0,' .. int(left)), 'KEEPTTL')
     end
     return {0, left}
   end
@@ -185,14 +215,8 @@ else
   a = 1
 end
 b = math.min(b, MASK)
--- Integers as strings: HSET would print a large double in exponent form.
-local bs = string.format('%.0f', b)
-if op_id ~= '' then
-  redis.call('HSET', key, 'b', bs, 't', string.format('%.0f', now), 'a', a,
-    'r', remembered(op_id .. ',1,' .. bs .. ',' .. a))
-else
-  redis.call('HSET', key, 'b', bs, 't', string.format('%.0f', now), 'a', a)
-end
-if legacy_id ~= false then redis.call('HDEL', key, 'o') end
-redis.call('PEXPIRE', key, ARGV[10])
+local bs = int(b)
+local record = nil
+if op_id ~= '' then record = op_id .. ',1,' .. bs .. ',' .. a end
+redis.call('SET', key, bs .. ',' .. int(now) .. ',' .. a .. records(record), 'PX', ARGV[10])
 return {1, b, a}

@@ -37,6 +37,19 @@ pub enum StoreError {
         /// What Redis or the reply said.
         detail: String,
     },
+    /// The operation ran on the master, but fewer replicas than
+    /// [`wait_for_replicas`](crate::RedisBackoffBuilder::wait_for_replicas)
+    /// asks for acknowledged it in time. A failover now may or may not
+    /// keep it: the outcome is unknown (retry with the same
+    /// [`OpId`](crate::OpId) to be safe).
+    NotReplicated {
+        /// The caller's key.
+        key: String,
+        /// How many replicas acknowledged the write.
+        acked: u32,
+        /// How many were asked for.
+        wanted: u32,
+    },
     /// Any other error reply from Redis (out of memory, a read-only
     /// replica, scripts disabled…).
     Redis {
@@ -46,15 +59,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the operation may have taken effect even though it failed
-    /// (only a timeout).
+    /// Whether the operation may have taken effect even though it failed:
+    /// a timeout, or a write too few replicas acknowledged.
     ///
     /// ```
     /// use keyed_backoff_redis::StoreError;
     /// assert!(!StoreError::Unavailable { detail: "refused".into() }.outcome_unknown());
     /// ```
     pub fn outcome_unknown(&self) -> bool {
-        matches!(self, StoreError::TimedOut { .. })
+        matches!(
+            self,
+            StoreError::TimedOut { .. } | StoreError::NotReplicated { .. }
+        )
     }
 
     pub(crate) fn unexpected(key: &str, what: &str) -> Self {
@@ -100,6 +116,11 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt { key, detail } => {
                 write!(f, "backoff entry for {key:?} is not ours: {detail}")
             }
+            StoreError::NotReplicated { key, acked, wanted } => write!(
+                f,
+                "backoff entry for {key:?} written on the master, but {acked} of the \
+                 {wanted} replicas asked for acknowledged it; outcome unknown"
+            ),
             StoreError::Redis { detail } => write!(f, "backoff store error: {detail}"),
         }
     }

@@ -76,7 +76,7 @@ pub use redis;
 use builder::Now;
 use fallback::Fallback;
 use near::NearCache;
-use script::{Op, Reply};
+use script::{Op, Replicas, Reply};
 
 /// client-go's per-key backoff, kept in Redis so a whole fleet shares it.
 ///
@@ -110,6 +110,7 @@ pub struct RedisBackoff<C> {
     now: Now,
     fallback: Option<Arc<Fallback>>,
     near: Option<Arc<NearCache>>,
+    replicas: Option<Replicas>,
 }
 
 impl<C> fmt::Debug for RedisBackoff<C> {
@@ -121,6 +122,7 @@ impl<C> fmt::Debug for RedisBackoff<C> {
             .field("jitter", &self.jitter)
             .field("expire_after", &Duration::from_nanos(self.window_ns))
             .field("timeout", &self.timeout)
+            .field("wait_for_replicas", &self.replicas.map(|r| r.count))
             .finish_non_exhaustive()
     }
 }

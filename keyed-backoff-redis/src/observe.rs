@@ -18,6 +18,7 @@ fn result_label(result: &Result<Reply, StoreError>) -> &'static str {
         Err(StoreError::Unavailable { .. }) => "unavailable",
         Err(StoreError::TimedOut { .. }) => "timed_out",
         Err(StoreError::Corrupt { .. }) => "corrupt",
+        Err(StoreError::NotReplicated { .. }) => "not_replicated",
         Err(_) => "error",
     }
 }

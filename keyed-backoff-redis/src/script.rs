@@ -56,6 +56,13 @@ pub(crate) enum Reply {
     Number(u64),
 }
 
+/// Wait for this many replicas, this long (in ms), after a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    pub(crate) count: u32,
+    pub(crate) timeout_ms: u64,
+}
+
 impl<C> RedisBackoff<C>
 where
     C: ConnectionLike + Clone + Send + Sync,
@@ -68,41 +75,103 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
-        let (now, unit) = match &self.now {
-            Now::Redis => (String::new(), 1_000u32),
-            Now::Caller(now) => (now().to_string(), 1),
-        };
         let draw = if self.jitter == 0.0 || !op.advances() {
             0.0
         } else {
             self.draws.next_unit()
         };
-        let mut invocation = SCRIPT.prepare_invoke();
-        invocation
-            .key(self.redis_key(key))
-            .arg(op.name())
-            .arg(now)
-            .arg(unit)
-            .arg(event.age_nanos())
+        // EVALSHA built here rather than through `Script::prepare_invoke`,
+        // which copies every argument twice; NOSCRIPT is handled in `send`.
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(SCRIPT.get_hash())
+            .arg(1)
+            .arg(self.redis_key(key))
+            .arg(op.name());
+        match &self.now {
+            Now::Redis => cmd.arg("").arg(1_000u32),
+            Now::Caller(now) => cmd.arg(now()).arg(1u32),
+        };
+        cmd.arg(event.age_nanos())
             .arg(self.initial_ns)
             .arg(self.max_ns)
             .arg(self.jitter)
             .arg(draw)
             .arg(self.window_ns)
-            .arg(self.ttl_ms.to_string())
-            .arg(id.map_or(String::new(), |id| id.0.to_string()));
-        let mut conn = self.conn.clone();
+            .arg(self.ttl_ms.to_string());
+        match id {
+            Some(id) => cmd.arg(id.0),
+            None => cmd.arg(""),
+        };
+        // Only an operation that may write waits for replicas.
+        let wait = self
+            .replicas
+            .filter(|_| matches!(op, Op::Next | Op::Gate | Op::Reset | Op::Collect));
         let timer = observe::Timer::start();
-        let result =
-            match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn)).await {
-                Ok(Ok(reply)) => parse(key, reply),
-                Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
-                Err(_) => Err(StoreError::TimedOut {
-                    after: self.timeout,
-                }),
-            };
+        let result = match tokio::time::timeout(self.timeout, self.send(cmd, wait)).await {
+            Ok(Ok((reply, acked))) => parse(key, reply).and_then(|reply| {
+                let wrote = match reply {
+                    Reply::Advanced { .. } => true,
+                    Reply::Refused { .. } => id.is_some(),
+                    Reply::Number(n) => n == 1 && matches!(op, Op::Reset | Op::Collect),
+                };
+                match (wait, acked) {
+                    (Some(wait), Some(acked)) if wrote && acked < i64::from(wait.count) => {
+                        Err(StoreError::NotReplicated {
+                            key: key.to_string(),
+                            acked: u32::try_from(acked.max(0)).unwrap_or(0),
+                            wanted: wait.count,
+                        })
+                    }
+                    _ => Ok(reply),
+                }
+            }),
+            Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
+            Err(_) => Err(StoreError::TimedOut {
+                after: self.timeout,
+            }),
+        };
         observe::operation(op, key, &result, timer);
         result
+    }
+
+    /// Sends the script call, followed in the same round trip by `WAIT`
+    /// when asked (its answer: the replicas that acknowledged); loads the
+    /// script once if the server does not know it.
+    async fn send(
+        &self,
+        cmd: redis::Cmd,
+        wait: Option<Replicas>,
+    ) -> redis::RedisResult<(redis::Value, Option<i64>)> {
+        let mut conn = self.conn.clone();
+        let pipe = wait.map(|wait| {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd.clone())
+                .cmd("WAIT")
+                .arg(wait.count)
+                .arg(wait.timeout_ms);
+            pipe
+        });
+        let mut loaded = false;
+        loop {
+            let result = match &pipe {
+                None => cmd.query_async(&mut conn).await.map(|v| (v, None)),
+                Some(pipe) => pipe
+                    .query_async::<(redis::Value, i64)>(&mut conn)
+                    .await
+                    .map(|(v, acked)| (v, Some(acked))),
+            };
+            match result {
+                Err(e)
+                    if !loaded
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    SCRIPT.load_async(&mut conn).await?;
+                    loaded = true;
+                }
+                other => return other,
+            }
+        }
     }
 }
 

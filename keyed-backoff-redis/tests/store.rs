@@ -610,6 +610,29 @@ fn bad_settings_are_refused_with_the_field() {
             ),
             "expire_after"
         );
+        for replicas in [0, 101] {
+            assert_eq!(
+                field(
+                    b().wait_for_replicas(replicas, Duration::from_millis(10))
+                        .build(conn.clone())
+                ),
+                "wait_for_replicas.replicas"
+            );
+        }
+        // The wait must end before the operation's own timeout (250 ms).
+        for wait in [Duration::ZERO, Duration::from_millis(250), Duration::MAX] {
+            let err = b()
+                .wait_for_replicas(1, wait)
+                .build(conn.clone())
+                .unwrap_err();
+            assert_eq!(err.field(), "wait_for_replicas.timeout");
+            assert!(err.to_string().contains("250ms"), "{err}");
+        }
+        assert!(
+            b().wait_for_replicas(100, Duration::from_millis(249))
+                .build(conn.clone())
+                .is_ok()
+        );
         let big = RedisBackoff::builder(Duration::from_secs(1), Duration::MAX);
         assert_eq!(field(big.build(conn)), "max");
     });
@@ -866,6 +889,86 @@ fn malformed_entries_are_corrupt_and_never_rewritten() {
                 .unwrap();
             every_operation_refuses(&store, &mut c, &key, case).await;
         }
+    });
+}
+
+/// Entries are strings, "backoff,last update,attempts[;records]": the same
+/// damage written in that form is refused the same way.
+#[test]
+fn malformed_string_entries_are_corrupt_and_never_rewritten() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "malformed-string");
+        let mut c = conn;
+        let cases: &[(&str, &str)] = &[
+            ("empty value", ""),
+            ("one field", "1000"),
+            ("two fields", "1000,1"),
+            ("non-numeric backoff", "abc,1,1"),
+            ("empty backoff", ",1,1"),
+            ("negative backoff", "-5,1,1"),
+            ("NaN backoff", "nan,1,1"),
+            ("infinite backoff", "inf,1,1"),
+            ("exponent backoff", "1e300,1,1"),
+            ("huge backoff", "99999999999999999999,1,1"),
+            ("fractional backoff", "1.5,1,1"),
+            ("non-numeric time", "1000,soon,1"),
+            ("time far in the future", "1000,99999999999999999999,1"),
+            ("negative attempts", "1000,1,-1"),
+            ("too many attempts", "1000,1,99999"),
+            ("a fourth field", "1000,1,1,7"),
+            ("trailing garbage", "1000,1,1x"),
+            ("malformed record", "1000,1,1;x,y"),
+            ("empty record", "1000,1,1;"),
+            ("a record without attempts", "1000,1,1;5,1,1000"),
+            ("five records", "1000,1,1;1,0,5;2,0,5;3,0,5;4,0,5;5,0,5"),
+        ];
+        for (i, (case, value)) in cases.iter().enumerate() {
+            let key = format!("case-{i}");
+            let _: () = redis::cmd("SET")
+                .arg(store.redis_key(&key))
+                .arg(*value)
+                .arg("PX")
+                .arg(3_600_000)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            every_operation_refuses(&store, &mut c, &key, case).await;
+        }
+    });
+}
+
+/// An entry an earlier version wrote as a hash is read, advanced from
+/// where it was, and rewritten as a string.
+#[test]
+fn an_entry_of_the_earlier_hash_layout_is_read_and_rewritten() {
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = connect(&shared().url).await;
+        let store = store_on(conn.clone(), "legacy");
+        let mut c = conn;
+        let key = store.redis_key("k");
+        let now_us: (String, String) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
+        let now_us = format!("{}{:0>6}", now_us.0, now_us.1);
+        let _: () = redis::cmd("HSET")
+            .arg(&key)
+            .arg(&["b", "2000000000", "t", now_us.as_str(), "a", "2", "o", "77"])
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(store.attempts("k").await.unwrap(), 2);
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(4)
+        );
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(kind, "string");
+        assert_eq!(store.attempts("k").await.unwrap(), 3);
     });
 }
 

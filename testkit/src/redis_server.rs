@@ -10,6 +10,8 @@ pub struct Server {
     child: Option<Child>,
     port: u16,
     pub url: String,
+    /// Extra `redis-server` arguments, kept for restarts.
+    args: Vec<String>,
 }
 
 impl Server {
@@ -20,19 +22,79 @@ impl Server {
                 child: None,
                 port: 0,
                 url,
+                args: Vec::new(),
             };
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
+        Server::with_args(Vec::new())
+    }
+
+    /// A fresh server of the test's own (never `REDIS_URL`'s), started with
+    /// `args` added to the command line.
+    pub fn with_args(args: Vec<String>) -> Server {
+        let port = free_port();
         let mut server = Server {
             child: None,
             port,
             url: format!("redis://127.0.0.1:{port}/"),
+            args,
         };
         server.spawn();
         server
+    }
+
+    /// A replica of `master` (which must be the test's own), in sync with
+    /// it when this returns.
+    pub fn replica_of(master: &Server) -> Server {
+        assert!(master.owned(), "a replica of REDIS_URL's server");
+        let replica = Server::with_args(vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.port.to_string(),
+        ]);
+        replica.wait_for("master_link_status:up");
+        replica
+    }
+
+    /// The loopback port it listens on (0 for `REDIS_URL`'s server).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Runs one command on a fresh connection and returns its answer.
+    pub fn command<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
+        let client = redis::Client::open(self.url.as_str())?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(5))?;
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut conn)
+    }
+
+    /// Polls `INFO` until it holds `line`, with a deadline.
+    pub fn wait_for(&self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(info) = self.command::<String>(&["INFO"])
+                && info.lines().any(|l| l.trim() == line)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never reported {line}",
+                self.url
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Makes a replica a master (`REPLICAOF NO ONE`), as a failover does.
+    pub fn promote(&self) {
+        let _: String = self
+            .command(&["REPLICAOF", "NO", "ONE"])
+            .expect("REPLICAOF NO ONE");
+        self.wait_for("role:master");
     }
 
     /// Whether this server belongs to the test (so it may be stopped).
@@ -44,6 +106,7 @@ impl Server {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -104,6 +167,14 @@ impl Server {
             .success();
         assert!(ok, "kill {sig} {pid}");
     }
+}
+
+/// A port no one listens on now, on loopback.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
 }
 
 impl Drop for Server {
