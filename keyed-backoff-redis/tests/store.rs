@@ -3,18 +3,18 @@
 //! `redis-server` binary on the PATH.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::{Backoff, InBackoff};
 use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
-use keyed_backoff_testkit::clientgo::{int, nanos, traces};
+use keyed_backoff_testkit::clientgo::traces;
 use keyed_backoff_testkit::redis_server::Server;
+
+mod common;
 use proptest::prelude::*;
 use redis::aio::ConnectionManager;
-use serde_json::Value;
 
 type Store = RedisBackoff<ConnectionManager>;
 
@@ -44,91 +44,6 @@ fn prefix(name: &str) -> String {
 // ---------------------------------------------------------------------------
 // client-go's traces, replayed on the store under a mock clock
 
-async fn replay(path: &Path, conn: &ConnectionManager) -> usize {
-    let text = std::fs::read_to_string(path).expect("read trace");
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let config: Value = serde_json::from_str(lines.next().expect("config").1).expect("json");
-    let config = &config["config"];
-    let clock = MockClock::new();
-    let mut builder = RedisBackoff::builder(nanos(config, "initial_ns"), nanos(config, "max_ns"))
-        .clock(clock.clone())
-        .prefix(prefix("trace"));
-    if let Some(w) = config.get("expire_after_ns").and_then(Value::as_u64) {
-        builder = builder.expire_after(Duration::from_nanos(w));
-    }
-    let store = builder.build(conn.clone()).expect("valid config");
-    let start = clock.now();
-    let event =
-        |op: &Value| Event::between(start.offset_by_nanos(int(op, "event_ns")), clock.now());
-    let mut keys = BTreeSet::new();
-    let mut checked = 0;
-    for (n, line) in lines {
-        let op: Value = serde_json::from_str(line).expect("op json");
-        let whence = format!("{}:{}: {line}", path.display(), n + 1);
-        let key = op["key"].as_str().unwrap_or("").to_string();
-        match op["op"].as_str().expect("op") {
-            "advance" => clock.advance(nanos(&op, "ns")),
-            "next" => {
-                keys.insert(key.clone());
-                store.next(&key, event(&op)).await.expect("next");
-            }
-            "get" => {
-                assert_eq!(
-                    store.get(&key).await.expect("get"),
-                    nanos(&op, "result_ns"),
-                    "{whence}"
-                );
-                checked += 1;
-            }
-            "in_since" => {
-                let got = store
-                    .is_in_backoff_since(&key, event(&op))
-                    .await
-                    .expect("since");
-                assert_eq!(got, op["result"].as_bool().expect("result"), "{whence}");
-                checked += 1;
-            }
-            "in_since_update" => {
-                let got = store
-                    .is_in_backoff_since_update(&key, event(&op))
-                    .await
-                    .expect("update");
-                assert_eq!(got, op["result"].as_bool().expect("result"), "{whence}");
-                checked += 1;
-            }
-            "reset" | "delete" => {
-                store.reset(&key).await.expect("reset");
-            }
-            // Redis expires entries by itself; the trace's explicit GC is
-            // the same rule applied to every key now.
-            "gc" => {
-                for k in &keys {
-                    store.collect(k).await.expect("collect");
-                }
-            }
-            "len" => {
-                let mut c = conn.clone();
-                let mut live = 0;
-                for k in &keys {
-                    let exists: bool = redis::cmd("EXISTS")
-                        .arg(store.redis_key(k))
-                        .query_async(&mut c)
-                        .await
-                        .expect("exists");
-                    live += i64::from(exists);
-                }
-                assert_eq!(live, int(&op, "result"), "{whence}");
-                checked += 1;
-            }
-            other => panic!("{whence}: unknown op {other}"),
-        }
-    }
-    checked
-}
-
 #[test]
 fn every_clientgo_trace_replays_on_redis() {
     let rt = runtime();
@@ -138,7 +53,7 @@ fn every_clientgo_trace_replays_on_redis() {
         assert_eq!(paths.len(), 61);
         let mut checked = 0;
         for path in &paths {
-            checked += replay(path, &conn).await;
+            checked += common::replay(path, &conn, &prefix("trace")).await;
         }
         assert!(checked > 2_000, "only {checked} results checked");
     });

@@ -7,7 +7,9 @@
 //! - [`manager`] and [`builder`]: the one way the suites make a manager on
 //!   a mock clock;
 //! - `redis_server` (feature `redis-server`): a redis-server of a test's
-//!   own, which it may stop, pause and restart.
+//!   own, which it may stop, pause and restart, and its replicas;
+//! - `redis_cluster` (the same feature): a Redis Cluster of a test's own,
+//!   whose slots it may move and whose masters it may fail over.
 //!
 //! ```
 //! use keyed_backoff::clock::{Clock, MockClock};
@@ -19,6 +21,8 @@
 
 pub mod clientgo;
 pub mod model;
+#[cfg(feature = "redis-server")]
+pub mod redis_cluster;
 #[cfg(feature = "redis-server")]
 pub mod redis_server;
 

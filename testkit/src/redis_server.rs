@@ -31,7 +31,11 @@ impl Server {
     /// A fresh server of the test's own (never `REDIS_URL`'s), started with
     /// `args` added to the command line.
     pub fn with_args(args: Vec<String>) -> Server {
-        let port = free_port();
+        Server::with_port_and_args(free_port(), args)
+    }
+
+    /// A fresh server of the test's own on `port`, with `args` added.
+    pub fn with_port_and_args(port: u16, args: Vec<String>) -> Server {
         let mut server = Server {
             child: None,
             port,
@@ -95,6 +99,11 @@ impl Server {
             .command(&["REPLICAOF", "NO", "ONE"])
             .expect("REPLICAOF NO ONE");
         self.wait_for("role:master");
+    }
+
+    /// Whether the test's own process runs (not stopped).
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Whether this server belongs to the test (so it may be stopped).

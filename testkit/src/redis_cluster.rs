@@ -1,0 +1,238 @@
+//! A Redis Cluster of the test's own on loopback: masters, each with a
+//! replica, made by `redis-cli --cluster create`, in a temporary directory
+//! removed when it is dropped.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::redis_server::Server;
+
+/// A running cluster; its nodes are stopped when it is dropped.
+pub struct Cluster {
+    /// Every node, masters first as created (a master's replica is
+    /// whichever `redis-cli` chose: ask [`Cluster::replica_of`]).
+    pub nodes: Vec<Server>,
+    dir: PathBuf,
+}
+
+impl Cluster {
+    /// `masters` masters with one replica each, every slot covered, the
+    /// cluster's state `ok` on every node when this returns.
+    pub fn start(masters: usize) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "keyed-backoff-cluster-{}-{:x}",
+            std::process::id(),
+            rand_u32()
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let nodes: Vec<Server> = (0..masters * 2)
+            .map(|_| {
+                let port = crate::redis_server::free_port();
+                Server::with_port_and_args(
+                    port,
+                    vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-config-file".into(),
+                        dir.join(format!("nodes-{port}.conf"))
+                            .to_string_lossy()
+                            .into_owned(),
+                        "--cluster-node-timeout".into(),
+                        "2000".into(),
+                        "--dir".into(),
+                        dir.to_string_lossy().into_owned(),
+                    ],
+                )
+            })
+            .collect();
+        let cluster = Cluster { nodes, dir };
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &cluster.nodes {
+            create.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        let status = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli on PATH");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        cluster.wait_ok();
+        // Every node knows every replica, and every replica is in sync.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !cluster.nodes.iter().all(|n| {
+            n.command::<String>(&["CLUSTER", "NODES"])
+                .is_ok_and(|nodes| nodes.lines().filter(|l| l.contains("slave")).count() == masters)
+                && n.command::<String>(&["INFO", "replication"])
+                    .is_ok_and(|info| {
+                        info.lines().any(|l| l.trim() == "role:master")
+                            || info.lines().any(|l| l.trim() == "master_link_status:up")
+                    })
+        }) {
+            assert!(Instant::now() < deadline, "the replicas never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cluster
+    }
+
+    /// The URLs of every node, for `redis::cluster::ClusterClient`.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url.clone()).collect()
+    }
+
+    /// Polls until every live node reports `cluster_state:ok` and agrees
+    /// on its masters, with a deadline.
+    pub fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = self.nodes.iter().filter(|n| n.running()).all(|n| {
+                n.command::<String>(&["CLUSTER", "INFO"])
+                    .is_ok_and(|info| info.lines().any(|l| l.trim() == "cluster_state:ok"))
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster never became ok");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The node id of `node`.
+    pub fn id(&self, node: usize) -> String {
+        self.nodes[node]
+            .command::<String>(&["CLUSTER", "MYID"])
+            .expect("CLUSTER MYID")
+    }
+
+    /// The index of the master serving `slot`, as `node` sees it.
+    pub fn master_of_slot(&self, slot: u16) -> usize {
+        let nodes: String = self.nodes[self.any_running()]
+            .command(&["CLUSTER", "NODES"])
+            .expect("CLUSTER NODES");
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if !fields[2].contains("master") || fields[2].contains("fail") {
+                continue;
+            }
+            let serves = fields[8..].iter().any(|range| {
+                let mut ends = range.split('-');
+                match (ends.next().map(str::parse::<u16>), ends.next()) {
+                    (Some(Ok(lo)), Some(hi)) => {
+                        hi.parse().is_ok_and(|hi: u16| lo <= slot && slot <= hi)
+                    }
+                    (Some(Ok(one)), None) => one == slot,
+                    _ => false,
+                }
+            });
+            if serves {
+                return self.index_of(fields[0]);
+            }
+        }
+        panic!("no master serves slot {slot}");
+    }
+
+    /// The index of the replica of master `master`.
+    pub fn replica_of(&self, master: usize) -> usize {
+        let id = self.id(master);
+        let nodes: String = self.nodes[self.any_running()]
+            .command(&["CLUSTER", "NODES"])
+            .expect("CLUSTER NODES");
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields[2].contains("slave") && fields[3] == id {
+                return self.index_of(fields[0]);
+            }
+        }
+        panic!("master {master} has no replica");
+    }
+
+    /// Moves `slot` from the master that serves it to master `to` the way
+    /// `redis-cli --cluster reshard` does (IMPORTING/MIGRATING, `MIGRATE`
+    /// a few keys at a time, then `SETSLOT NODE`), calling `between` after
+    /// each batch so traffic runs while keys answer with ASK.
+    pub fn migrate_slot(&self, slot: u16, to: usize, mut between: impl FnMut()) {
+        let from = self.master_of_slot(slot);
+        assert_ne!(from, to, "slot {slot} is already on node {to}");
+        let (from_id, to_id) = (self.id(from), self.id(to));
+        let slot_s = slot.to_string();
+        let ok = |r: redis::RedisResult<String>| r.expect("CLUSTER SETSLOT");
+        ok(self.nodes[to].command(&["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from_id]));
+        ok(self.nodes[from].command(&["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &to_id]));
+        let to_port = self.nodes[to].port().to_string();
+        loop {
+            let keys: Vec<String> = self.nodes[from]
+                .command(&["CLUSTER", "GETKEYSINSLOT", &slot_s, "5"])
+                .expect("GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
+            migrate.extend(keys.iter().map(String::as_str));
+            let _: String = self.nodes[from].command(&migrate).expect("MIGRATE");
+            between();
+        }
+        for node in [to, from] {
+            ok(self.nodes[node].command(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &to_id]));
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            if i != to && i != from && node.running() {
+                let _ = node.command::<String>(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &to_id]);
+            }
+        }
+    }
+
+    /// A manual failover: the replica of master `master` takes over (it
+    /// first catches up with the master, so nothing acknowledged is lost);
+    /// returns the new master's index once the cluster is ok again.
+    pub fn failover(&self, master: usize) -> usize {
+        let replica = self.replica_of(master);
+        let _: String = self.nodes[replica]
+            .command(&["CLUSTER", "FAILOVER"])
+            .expect("CLUSTER FAILOVER");
+        self.nodes[replica].wait_for("role:master");
+        // Every node has seen the switch: the old master is a replica now.
+        let old = self.id(master);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.nodes.iter().filter(|n| n.running()).all(|n| {
+            n.command::<String>(&["CLUSTER", "NODES"])
+                .is_ok_and(|nodes| {
+                    nodes
+                        .lines()
+                        .any(|l| l.starts_with(old.as_str()) && l.contains("slave"))
+                })
+        }) {
+            assert!(Instant::now() < deadline, "the failover never spread");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.wait_ok();
+        replica
+    }
+
+    fn index_of(&self, id: &str) -> usize {
+        (0..self.nodes.len())
+            .find(|&i| self.nodes[i].running() && self.id(i) == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+
+    fn any_running(&self) -> usize {
+        (0..self.nodes.len())
+            .find(|&i| self.nodes[i].running())
+            .expect("a running node")
+    }
+}
+
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now()) as u32
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
