@@ -1,5 +1,7 @@
 //! The Redis store's operations beside a plain `GET` on the same connection,
-//! measured in the same run, from 1 and from 8 concurrent tasks.
+//! and beside the floor of any script (`EVALSHA` of a script that only
+//! returns, with the store's key and arguments), measured in the same run,
+//! from 1 and from 8 concurrent tasks.
 //!
 //! `cargo bench -p keyed-backoff-benches --features redis --bench redis_store`
 //! (`REDIS_URL`, default `redis://127.0.0.1:6379/`; optionally `-- <seconds>`).
@@ -19,12 +21,14 @@ use redis::aio::ConnectionManager;
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
     Get,
+    EmptyScript,
     Next,
     TryNext,
 }
 
-const OPS: [(Op, &str); 3] = [
+const OPS: [(Op, &str); 4] = [
     (Op::Get, "GET"),
+    (Op::EmptyScript, "script"),
     (Op::Next, "next"),
     (Op::TryNext, "try_next"),
 ];
@@ -44,6 +48,26 @@ async fn one(
                 .query_async(conn)
                 .await
                 .expect("GET");
+        }
+        Op::EmptyScript => {
+            static EMPTY: std::sync::LazyLock<redis::Script> =
+                std::sync::LazyLock::new(|| redis::Script::new("return 1"));
+            let _: i64 = EMPTY
+                .key(store.redis_key(&format!("get-{key}")))
+                .arg("next")
+                .arg("")
+                .arg(1000)
+                .arg(0)
+                .arg(1_000_000)
+                .arg(50_000_000)
+                .arg(0)
+                .arg(0)
+                .arg(100_000_000)
+                .arg("150")
+                .arg("")
+                .invoke_async(conn)
+                .await
+                .expect("script");
         }
         Op::Next => {
             store.next(&key, Event::now()).await.expect("next");

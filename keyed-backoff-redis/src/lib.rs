@@ -44,8 +44,15 @@
 //! # }
 //! ```
 //!
-//! The repository's `docs/fleet.md` covers failover, the fallback and the
-//! costs measured against a plain `GET`.
+//! # Features
+//!
+//! - `cluster`: Redis Cluster, through redis-rs's
+//!   `cluster_async::ClusterConnection` (build the store on one).
+//! - `tracing`, `metrics`: events and counters for operators.
+//!
+//! The repository's `docs/fleet.md` covers failover (and
+//! [`wait_for_replicas`](RedisBackoffBuilder::wait_for_replicas)), the
+//! fallback and the costs measured against a plain `GET`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -43,6 +43,20 @@ async fn every_clientgo_trace_replays_on_a_cluster() {
         checked += common::replay(path, &conn, &format!("trace-{n}")).await;
     }
     assert!(checked > 2_000, "only {checked} results checked");
+
+    // Waiting for replicas works on a cluster too: the key's master's own.
+    let durable = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .prefix("durable")
+        .timeout(Duration::from_secs(1))
+        .wait_for_replicas(1, Duration::from_millis(500))
+        .build(conn.clone())
+        .unwrap();
+    for key in ["a", "b", "c", "{x}d"] {
+        assert_eq!(
+            durable.next(key, Event::now()).await.unwrap(),
+            Duration::from_secs(1)
+        );
+    }
 }
 
 const TASKS: usize = 4;
