@@ -293,7 +293,7 @@ impl RedisBackoffBuilder {
             max_ns: saturating_nanos(max),
             jitter: settings.jitter(),
             window_ns: saturating_nanos(window),
-            ttl_ms: ttl.as_millis().max(1),
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
             timeout,
             draws: Arc::new(UnitDraws::new(seed)),
             now: self.now,

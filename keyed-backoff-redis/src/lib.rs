@@ -111,7 +111,7 @@ pub struct RedisBackoff<C> {
     max_ns: u64,
     jitter: f64,
     window_ns: u64,
-    ttl_ms: u128,
+    ttl_ms: u64,
     timeout: Duration,
     draws: Arc<UnitDraws>,
     now: Now,

@@ -97,7 +97,7 @@ where
             .arg(self.jitter)
             .arg(draw)
             .arg(self.window_ns)
-            .arg(self.ttl_ms.to_string());
+            .arg(self.ttl_ms);
         match id {
             Some(id) => cmd.arg(id.0),
             None => cmd.arg(""),
@@ -143,19 +143,27 @@ where
         wait: Option<Replicas>,
     ) -> redis::RedisResult<(redis::Value, Option<i64>)> {
         let mut conn = self.conn.clone();
-        let pipe = wait.map(|wait| {
-            let mut pipe = redis::pipe();
-            pipe.add_command(cmd.clone())
-                .cmd("WAIT")
-                .arg(wait.count)
-                .arg(wait.timeout_ms);
-            pipe
-        });
+        // The command moves into the pipeline when there is one: no copy.
+        enum Call {
+            Alone(redis::Cmd),
+            ThenWait(redis::Pipeline),
+        }
+        let call = match wait {
+            None => Call::Alone(cmd),
+            Some(wait) => {
+                let mut pipe = redis::pipe();
+                pipe.add_command(cmd)
+                    .cmd("WAIT")
+                    .arg(wait.count)
+                    .arg(wait.timeout_ms);
+                Call::ThenWait(pipe)
+            }
+        };
         let mut loaded = false;
         loop {
-            let result = match &pipe {
-                None => cmd.query_async(&mut conn).await.map(|v| (v, None)),
-                Some(pipe) => pipe
+            let result = match &call {
+                Call::Alone(cmd) => cmd.query_async(&mut conn).await.map(|v| (v, None)),
+                Call::ThenWait(pipe) => pipe
                     .query_async::<(redis::Value, i64)>(&mut conn)
                     .await
                     .map(|(v, acked)| (v, Some(acked))),

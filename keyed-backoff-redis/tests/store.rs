@@ -735,70 +735,21 @@ async fn every_operation_refuses(
     );
 }
 
-#[test]
-fn malformed_entries_are_corrupt_and_never_rewritten() {
+/// For each case, `write(redis_key, case)` damages a fresh entry; then
+/// every operation on it must refuse it and leave it as it was.
+fn every_damaged_entry_refuses<T>(
+    name: &str,
+    cases: &[(&str, T)],
+    write: impl Fn(&str, &T) -> redis::Pipeline,
+) {
     let rt = runtime();
     rt.block_on(async {
         let conn = connect(&shared().url).await;
-        let store = store_on(conn.clone(), "malformed");
+        let store = store_on(conn.clone(), name);
         let mut c = conn;
-        let cases: &[(&str, &[(&str, &str)])] = &[
-            (
-                "non-numeric backoff",
-                &[("b", "abc"), ("t", "1"), ("a", "1")],
-            ),
-            ("empty backoff", &[("b", ""), ("t", "1"), ("a", "1")]),
-            ("negative backoff", &[("b", "-5"), ("t", "1"), ("a", "1")]),
-            ("NaN backoff", &[("b", "nan"), ("t", "1"), ("a", "1")]),
-            ("infinite backoff", &[("b", "inf"), ("t", "1"), ("a", "1")]),
-            (
-                "exponent backoff",
-                &[("b", "1e300"), ("t", "1"), ("a", "1")],
-            ),
-            ("hex backoff", &[("b", "0x10"), ("t", "1"), ("a", "1")]),
-            (
-                "huge backoff",
-                &[("b", "99999999999999999999"), ("t", "1"), ("a", "1")],
-            ),
-            (
-                "fractional backoff",
-                &[("b", "1.5"), ("t", "1"), ("a", "1")],
-            ),
-            ("missing backoff", &[("t", "1"), ("a", "1")]),
-            (
-                "non-numeric time",
-                &[("b", "1000"), ("t", "soon"), ("a", "1")],
-            ),
-            ("missing time", &[("b", "1000"), ("a", "1")]),
-            (
-                "time far in the future",
-                &[("b", "1000"), ("t", "99999999999999999999"), ("a", "1")],
-            ),
-            (
-                "negative attempts",
-                &[("b", "1000"), ("t", "1"), ("a", "-1")],
-            ),
-            (
-                "too many attempts",
-                &[("b", "1000"), ("t", "1"), ("a", "99999")],
-            ),
-            ("missing attempts", &[("b", "1000"), ("t", "1")]),
-            (
-                "malformed recent ids",
-                &[("b", "1000"), ("t", "1"), ("a", "1"), ("r", "x,y")],
-            ),
-        ];
-        for (i, (case, fields)) in cases.iter().enumerate() {
+        for (i, (case, damage)) in cases.iter().enumerate() {
             let key = format!("case-{i}");
-            let mut hset = redis::cmd("HSET");
-            hset.arg(store.redis_key(&key));
-            for (f, v) in *fields {
-                hset.arg(*f).arg(*v);
-            }
-            let _: () = hset.query_async(&mut c).await.unwrap();
-            let _: () = redis::cmd("PEXPIRE")
-                .arg(store.redis_key(&key))
-                .arg(3_600_000)
+            let _: () = write(&store.redis_key(&key), damage)
                 .query_async(&mut c)
                 .await
                 .unwrap();
@@ -807,50 +758,101 @@ fn malformed_entries_are_corrupt_and_never_rewritten() {
     });
 }
 
+#[test]
+fn malformed_entries_are_corrupt_and_never_rewritten() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "non-numeric backoff",
+            &[("b", "abc"), ("t", "1"), ("a", "1")],
+        ),
+        ("empty backoff", &[("b", ""), ("t", "1"), ("a", "1")]),
+        ("negative backoff", &[("b", "-5"), ("t", "1"), ("a", "1")]),
+        ("NaN backoff", &[("b", "nan"), ("t", "1"), ("a", "1")]),
+        ("infinite backoff", &[("b", "inf"), ("t", "1"), ("a", "1")]),
+        (
+            "exponent backoff",
+            &[("b", "1e300"), ("t", "1"), ("a", "1")],
+        ),
+        ("hex backoff", &[("b", "0x10"), ("t", "1"), ("a", "1")]),
+        (
+            "huge backoff",
+            &[("b", "99999999999999999999"), ("t", "1"), ("a", "1")],
+        ),
+        (
+            "fractional backoff",
+            &[("b", "1.5"), ("t", "1"), ("a", "1")],
+        ),
+        ("missing backoff", &[("t", "1"), ("a", "1")]),
+        (
+            "non-numeric time",
+            &[("b", "1000"), ("t", "soon"), ("a", "1")],
+        ),
+        ("missing time", &[("b", "1000"), ("a", "1")]),
+        (
+            "time far in the future",
+            &[("b", "1000"), ("t", "99999999999999999999"), ("a", "1")],
+        ),
+        (
+            "negative attempts",
+            &[("b", "1000"), ("t", "1"), ("a", "-1")],
+        ),
+        (
+            "too many attempts",
+            &[("b", "1000"), ("t", "1"), ("a", "99999")],
+        ),
+        ("missing attempts", &[("b", "1000"), ("t", "1")]),
+        (
+            "malformed recent ids",
+            &[("b", "1000"), ("t", "1"), ("a", "1"), ("r", "x,y")],
+        ),
+    ];
+    every_damaged_entry_refuses("malformed", cases, |key, fields| {
+        let mut write = redis::pipe();
+        let hset = write.cmd("HSET").arg(key);
+        for (f, v) in *fields {
+            hset.arg(*f).arg(*v);
+        }
+        write.cmd("PEXPIRE").arg(key).arg(3_600_000);
+        write
+    });
+}
+
 /// Entries are strings, "backoff,last update,attempts[;records]": the same
 /// damage written in that form is refused the same way.
 #[test]
 fn malformed_string_entries_are_corrupt_and_never_rewritten() {
-    let rt = runtime();
-    rt.block_on(async {
-        let conn = connect(&shared().url).await;
-        let store = store_on(conn.clone(), "malformed-string");
-        let mut c = conn;
-        let cases: &[(&str, &str)] = &[
-            ("empty value", ""),
-            ("one field", "1000"),
-            ("two fields", "1000,1"),
-            ("non-numeric backoff", "abc,1,1"),
-            ("empty backoff", ",1,1"),
-            ("negative backoff", "-5,1,1"),
-            ("NaN backoff", "nan,1,1"),
-            ("infinite backoff", "inf,1,1"),
-            ("exponent backoff", "1e300,1,1"),
-            ("huge backoff", "99999999999999999999,1,1"),
-            ("fractional backoff", "1.5,1,1"),
-            ("non-numeric time", "1000,soon,1"),
-            ("time far in the future", "1000,99999999999999999999,1"),
-            ("negative attempts", "1000,1,-1"),
-            ("too many attempts", "1000,1,99999"),
-            ("a fourth field", "1000,1,1,7"),
-            ("trailing garbage", "1000,1,1x"),
-            ("malformed record", "1000,1,1;x,y"),
-            ("empty record", "1000,1,1;"),
-            ("a record without attempts", "1000,1,1;5,1,1000"),
-            ("five records", "1000,1,1;1,0,5;2,0,5;3,0,5;4,0,5;5,0,5"),
-        ];
-        for (i, (case, value)) in cases.iter().enumerate() {
-            let key = format!("case-{i}");
-            let _: () = redis::cmd("SET")
-                .arg(store.redis_key(&key))
-                .arg(*value)
-                .arg("PX")
-                .arg(3_600_000)
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            every_operation_refuses(&store, &mut c, &key, case).await;
-        }
+    let cases: &[(&str, &str)] = &[
+        ("empty value", ""),
+        ("one field", "1000"),
+        ("two fields", "1000,1"),
+        ("non-numeric backoff", "abc,1,1"),
+        ("empty backoff", ",1,1"),
+        ("negative backoff", "-5,1,1"),
+        ("NaN backoff", "nan,1,1"),
+        ("infinite backoff", "inf,1,1"),
+        ("exponent backoff", "1e300,1,1"),
+        ("huge backoff", "99999999999999999999,1,1"),
+        ("fractional backoff", "1.5,1,1"),
+        ("non-numeric time", "1000,soon,1"),
+        ("time far in the future", "1000,99999999999999999999,1"),
+        ("negative attempts", "1000,1,-1"),
+        ("too many attempts", "1000,1,99999"),
+        ("a fourth field", "1000,1,1,7"),
+        ("trailing garbage", "1000,1,1x"),
+        ("malformed record", "1000,1,1;x,y"),
+        ("empty record", "1000,1,1;"),
+        ("a record without attempts", "1000,1,1;5,1,1000"),
+        ("five records", "1000,1,1;1,0,5;2,0,5;3,0,5;4,0,5;5,0,5"),
+    ];
+    every_damaged_entry_refuses("malformed-string", cases, |key, value| {
+        let mut write = redis::pipe();
+        write
+            .cmd("SET")
+            .arg(key)
+            .arg(*value)
+            .arg("PX")
+            .arg(3_600_000);
+        write
     });
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::redis_server::Server;
+use crate::redis_server::{Server, poll_until};
 
 /// A running cluster; its nodes are stopped when it is dropped.
 pub struct Cluster {
@@ -61,19 +61,20 @@ impl Cluster {
         assert!(status.success(), "redis-cli --cluster create failed");
         cluster.wait_ok();
         // Every node knows every replica, and every replica is in sync.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !cluster.nodes.iter().all(|n| {
-            n.command::<String>(&["CLUSTER", "NODES"])
-                .is_ok_and(|nodes| nodes.lines().filter(|l| l.contains("slave")).count() == masters)
-                && n.command::<String>(&["INFO", "replication"])
-                    .is_ok_and(|info| {
-                        info.lines().any(|l| l.trim() == "role:master")
-                            || info.lines().any(|l| l.trim() == "master_link_status:up")
-                    })
-        }) {
-            assert!(Instant::now() < deadline, "the replicas never came up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll_until(
+            "the replicas to be in sync",
+            Duration::from_secs(60),
+            || {
+                cluster.nodes.iter().all(|n| {
+                    n.command::<String>(&["CLUSTER", "NODES"])
+                        .is_ok_and(|nodes| {
+                            nodes.lines().filter(|l| l.contains("slave")).count() == masters
+                        })
+                        && (n.reports(&["INFO", "replication"], "role:master")
+                            || n.reports(&["INFO", "replication"], "master_link_status:up"))
+                })
+            },
+        );
         cluster
     }
 
@@ -82,21 +83,15 @@ impl Cluster {
         self.nodes.iter().map(|n| n.url.clone()).collect()
     }
 
-    /// Polls until every live node reports `cluster_state:ok` and agrees
-    /// on its masters, with a deadline.
+    /// Polls until every live node reports `cluster_state:ok`, with a
+    /// deadline.
     pub fn wait_ok(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let ok = self.nodes.iter().filter(|n| n.running()).all(|n| {
-                n.command::<String>(&["CLUSTER", "INFO"])
-                    .is_ok_and(|info| info.lines().any(|l| l.trim() == "cluster_state:ok"))
-            });
-            if ok {
-                return;
-            }
-            assert!(Instant::now() < deadline, "the cluster never became ok");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll_until("the cluster to be ok", Duration::from_secs(60), || {
+            self.nodes
+                .iter()
+                .filter(|n| n.running())
+                .all(|n| n.reports(&["CLUSTER", "INFO"], "cluster_state:ok"))
+        });
     }
 
     /// The node id of `node`.
@@ -194,18 +189,16 @@ impl Cluster {
         self.nodes[replica].wait_for("role:master");
         // Every node has seen the switch: the old master is a replica now.
         let old = self.id(master);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.nodes.iter().filter(|n| n.running()).all(|n| {
-            n.command::<String>(&["CLUSTER", "NODES"])
-                .is_ok_and(|nodes| {
-                    nodes
-                        .lines()
-                        .any(|l| l.starts_with(old.as_str()) && l.contains("slave"))
-                })
-        }) {
-            assert!(Instant::now() < deadline, "the failover never spread");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll_until("the failover to spread", Duration::from_secs(30), || {
+            self.nodes.iter().filter(|n| n.running()).all(|n| {
+                n.command::<String>(&["CLUSTER", "NODES"])
+                    .is_ok_and(|nodes| {
+                        nodes
+                            .lines()
+                            .any(|l| l.starts_with(old.as_str()) && l.contains("slave"))
+                    })
+            })
+        });
         self.wait_ok();
         replica
     }

@@ -75,22 +75,20 @@ impl Server {
         cmd.query(&mut conn)
     }
 
+    /// Whether `args` (an `INFO` or `CLUSTER INFO` command) answers with
+    /// `line` among its lines now.
+    pub fn reports(&self, args: &[&str], line: &str) -> bool {
+        self.command::<String>(args)
+            .is_ok_and(|text| text.lines().any(|l| l.trim() == line))
+    }
+
     /// Polls `INFO` until it holds `line`, with a deadline.
     pub fn wait_for(&self, line: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(info) = self.command::<String>(&["INFO"])
-                && info.lines().any(|l| l.trim() == line)
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} never reported {line}",
-                self.url
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        poll_until(
+            &format!("{} to report {line}", self.url),
+            Duration::from_secs(30),
+            || self.reports(&["INFO"], line),
+        );
     }
 
     /// Makes a replica a master (`REPLICAOF NO ONE`), as a failover does.
@@ -126,21 +124,16 @@ impl Server {
 
     /// Polls PING until the server answers, with a deadline.
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
         let client = redis::Client::open(self.url.as_str()).expect("url");
-        loop {
-            if let Ok(mut c) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut c).is_ok()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on {}",
-                self.url
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        poll_until(
+            &format!("redis-server to start on {}", self.url),
+            Duration::from_secs(10),
+            || {
+                client
+                    .get_connection()
+                    .is_ok_and(|mut c| redis::cmd("PING").query::<String>(&mut c).is_ok())
+            },
+        );
     }
 
     /// Kills the server (its data is gone: it keeps nothing on disk).
@@ -175,6 +168,16 @@ impl Server {
             .expect("kill")
             .success();
         assert!(ok, "kill {sig} {pid}");
+    }
+}
+
+/// Calls `done` every 10 ms until it holds; panics, naming `what`, after
+/// `limit`.
+pub fn poll_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
