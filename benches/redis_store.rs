@@ -1,7 +1,9 @@
 //! The Redis store's operations beside a plain `GET` on the same connection,
-//! and beside the floor of any script (`EVALSHA` of a script that only
-//! returns, with the store's key and arguments), measured in the same run,
-//! from 1 and from 8 concurrent tasks.
+//! beside the floor of any script (`EVALSHA` of a script that only returns,
+//! with the store's key and arguments) and beside the floor of any script
+//! that does what `next` must (reads Redis `TIME`, `GET`s the key and `SET`s
+//! it with a time to live), measured in the same run, from 1 and from 8
+//! concurrent tasks.
 //!
 //! `cargo bench -p keyed-backoff-benches --features redis --bench redis_store`
 //! (`REDIS_URL`, default `redis://127.0.0.1:6379/`; optionally `-- <seconds>`).
@@ -22,13 +24,15 @@ use redis::aio::ConnectionManager;
 enum Op {
     Get,
     EmptyScript,
+    ReadWriteScript,
     Next,
     TryNext,
 }
 
-const OPS: [(Op, &str); 4] = [
+const OPS: [(Op, &str); 5] = [
     (Op::Get, "GET"),
     (Op::EmptyScript, "script"),
+    (Op::ReadWriteScript, "TIME+GET+SET"),
     (Op::Next, "next"),
     (Op::TryNext, "try_next"),
 ];
@@ -49,21 +53,33 @@ async fn one(
                 .await
                 .expect("GET");
         }
-        Op::EmptyScript => {
+        Op::EmptyScript | Op::ReadWriteScript => {
             static EMPTY: std::sync::LazyLock<redis::Script> =
                 std::sync::LazyLock::new(|| redis::Script::new("return 1"));
-            let _: i64 = EMPTY
-                .key(store.redis_key(&format!("get-{key}")))
+            // The least a `next` does: the server's time, one read, one write.
+            static READ_WRITE: std::sync::LazyLock<redis::Script> =
+                std::sync::LazyLock::new(|| {
+                    redis::Script::new(
+                        "local t = redis.call('TIME') \
+                     local v = redis.call('GET', KEYS[1]) \
+                     redis.call('SET', KEYS[1], t[1] .. t[2], 'PX', ARGV[8]) \
+                     return {1, 1, 1}",
+                    )
+                });
+            let (script, key) = match op {
+                Op::EmptyScript => (&*EMPTY, format!("get-{key}")),
+                _ => (&*READ_WRITE, format!("floor-{key}")),
+            };
+            let _: redis::Value = script
+                .key(store.redis_key(&key))
                 .arg("next")
                 .arg("")
-                .arg(1000)
                 .arg(0)
                 .arg(1_000_000)
                 .arg(50_000_000)
-                .arg(0)
-                .arg(0)
+                .arg("0")
                 .arg(100_000_000)
-                .arg("150")
+                .arg(150)
                 .arg("")
                 .invoke_async(conn)
                 .await
@@ -149,7 +165,7 @@ fn main() {
             "Redis store against a plain GET on the same connection ({seconds} s per task count)"
         );
         println!(
-            "{:<6} {:<9} {:>10} {:>9} {:>9} {:>12}",
+            "{:<6} {:<12} {:>10} {:>9} {:>9} {:>12}",
             "tasks", "op", "ops/s", "p50 µs", "p99 µs", "p50 ÷ GET"
         );
         for tasks in [1, 8] {
@@ -174,7 +190,7 @@ fn main() {
                     get_p50 = p50;
                 }
                 println!(
-                    "{tasks:<6} {name:<9} {:>10.0} {p50:>9.1} {p99:>9.1} {:>11.2}x",
+                    "{tasks:<6} {name:<12} {:>10.0} {p50:>9.1} {p99:>9.1} {:>11.2}x",
                     s.len() as f64 / busy[n].as_secs_f64(),
                     p50 / get_p50
                 );

@@ -75,10 +75,13 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
-        let draw = if self.jitter == 0.0 || !op.advances() {
+        // The draw times the factor, as the jitter rule multiplies them
+        // (`u * factor * backoff`, left to right): the script then needs
+        // one number for the jitter, and none when it is zero.
+        let scaled = if self.jitter == 0.0 || !op.advances() {
             0.0
         } else {
-            self.draws.next_unit()
+            self.draws.next_unit() * self.jitter
         };
         // EVALSHA built here rather than through `Script::prepare_invoke`,
         // which copies every argument twice; NOSCRIPT is handled in `send`.
@@ -88,16 +91,18 @@ where
             .arg(self.redis_key(key))
             .arg(op.name());
         match &self.now {
-            Now::Redis => cmd.arg("").arg(1_000u32),
-            Now::Caller(now) => cmd.arg(now()).arg(1u32),
+            Now::Redis => cmd.arg(""),
+            Now::Caller(now) => cmd.arg(now()),
         };
         cmd.arg(event.age_nanos())
             .arg(self.initial_ns)
-            .arg(self.max_ns)
-            .arg(self.jitter)
-            .arg(draw)
-            .arg(self.window_ns)
-            .arg(self.ttl_ms);
+            .arg(self.max_ns);
+        if scaled == 0.0 {
+            cmd.arg("0");
+        } else {
+            cmd.arg(scaled);
+        }
+        cmd.arg(self.window_ns).arg(self.ttl_ms);
         match id {
             Some(id) => cmd.arg(id.0),
             None => cmd.arg(""),
