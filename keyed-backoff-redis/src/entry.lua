@@ -176,19 +176,22 @@ if op_id ~= '' then
 end
 
 -- The records after `record` (made by this call, or nil), newest first, the
--- oldest dropped: "" or ";record;record...".
-local function records(record)
-  local kept = {}
-  if record ~= nil then kept[1] = record end
-  for i = 1, #recent do
-    if #kept >= RECENT then break end
-    local r = recent[i]
-    local s = r.id .. ',' .. r.flag .. ',' .. r.value
-    if r.flag == '1' then s = s .. ',' .. r.attempts end
-    kept[#kept + 1] = s
+-- oldest dropped: "" or ";record;record...". Made only when there are any.
+local records = nil
+if op_id ~= '' or #recent > 0 then
+  records = function(record)
+    local kept = {}
+    if record ~= nil then kept[1] = record end
+    for i = 1, #recent do
+      if #kept >= RECENT then break end
+      local r = recent[i]
+      local s = r.id .. ',' .. r.flag .. ',' .. r.value
+      if r.flag == '1' then s = s .. ',' .. r.attempts end
+      kept[#kept + 1] = s
+    end
+    if #kept == 0 then return '' end
+    return ';' .. table.concat(kept, ';')
   end
-  if #kept == 0 then return '' end
-  return ';' .. table.concat(kept, ';')
 end
 
 if op == 'gate' and left ~= nil then
