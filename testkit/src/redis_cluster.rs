@@ -203,13 +203,41 @@ impl Cluster {
         replica
     }
 
+    /// Kills master `master` outright (SIGKILL: whatever it had not yet
+    /// sent its replica is gone) and waits for the cluster to promote the
+    /// replica by itself, after the node timeout; returns the new master's
+    /// index once every live node sees the cluster ok again.
+    pub fn crash(&mut self, master: usize) -> usize {
+        let replica = self.replica_of(master);
+        self.nodes[master].stop();
+        poll_until("the replica to take over", Duration::from_secs(60), || {
+            self.nodes[replica].reports(&["INFO", "replication"], "role:master")
+        });
+        self.wait_ok();
+        replica
+    }
+
+    /// Starts a stopped node again on its port, empty but with its cluster
+    /// configuration: the cluster takes it back, as a replica of whichever
+    /// master now serves its old slots. Returns once it is in sync.
+    pub fn rejoin(&mut self, node: usize) {
+        self.nodes[node].restart();
+        poll_until(
+            "the node to rejoin as a replica",
+            Duration::from_secs(60),
+            || self.nodes[node].reports(&["INFO", "replication"], "master_link_status:up"),
+        );
+        self.wait_ok();
+    }
+
     fn index_of(&self, id: &str) -> usize {
         (0..self.nodes.len())
             .find(|&i| self.nodes[i].running() && self.id(i) == id)
             .unwrap_or_else(|| panic!("no node {id}"))
     }
 
-    fn any_running(&self) -> usize {
+    /// The index of a node whose process runs.
+    pub fn any_running(&self) -> usize {
         (0..self.nodes.len())
             .find(|&i| self.nodes[i].running())
             .expect("a running node")
