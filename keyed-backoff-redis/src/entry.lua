@@ -120,10 +120,14 @@ if fr then
   -- record is seen as one.
   for record in string.gmatch(fr .. ';', '([^;]*);') do
     local id, flag, value, attempts = match(record, '^(%d+),([01]),(%d+),?(%d*)$')
-    if id == nil or #recent >= RECENT or (flag == '1') ~= (attempts ~= '') then
+    -- An id is a u64 (at most 20 digits); a backoff or a wait is below
+    -- 2^52; attempts are at most 4095, and only an advance has them.
+    if id == nil or #recent >= RECENT or #id > 20 or #value > 16 or tonumber(value) > MASK
+        or (flag == '1') ~= (attempts ~= '') or #attempts > 4
+        or (attempts ~= '' and tonumber(attempts) > MAX_ATTEMPTS) then
       if #fr > 24 then fr = sub(fr, 1, 24) .. '...' end
       return {-1, 'the records of recent operations are ' .. format('%q', fr)
-        .. ', not up to 4 "id,flag,value[,attempts]"'}
+        .. ', not up to 4 "id,flag,value[,attempts]" within range'}
     end
     recent[#recent + 1] = {id = id, flag = flag, value = value, attempts = attempts}
   end

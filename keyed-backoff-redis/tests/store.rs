@@ -843,6 +843,19 @@ fn malformed_string_entries_are_corrupt_and_never_rewritten() {
         ("empty record", "1000,1,1;"),
         ("a record without attempts", "1000,1,1;5,1,1000"),
         ("five records", "1000,1,1;1,0,5;2,0,5;3,0,5;4,0,5;5,0,5"),
+        (
+            "a record with a huge backoff",
+            "1000,1,1;5,1,99999999999999999999,1",
+        ),
+        (
+            "a record with a huge wait",
+            "1000,1,1;5,0,99999999999999999999",
+        ),
+        ("a record with too many attempts", "1000,1,1;5,1,1000,99999"),
+        (
+            "a record with a huge id",
+            "1000,1,1;999999999999999999999999,0,5",
+        ),
     ];
     every_damaged_entry_refuses("malformed-string", cases, |key, value| {
         let mut write = redis::pipe();
