@@ -163,7 +163,12 @@ async fn each_advance_counted_once(store: &Store, cluster: &Cluster, told: &Told
 
 type Store = RedisBackoff<ClusterConnection>;
 
-fn store_on(conn: ClusterConnection, durable: bool) -> Store {
+/// A cluster of the test's own, a store on it (waiting for one replica
+/// when `durable`), and the slot of the hash tag `{hot}`.
+async fn fleet_on_a_cluster(durable: bool) -> (Cluster, Store, u16) {
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(3))
+        .await
+        .unwrap();
     let builder = RedisBackoff::builder(Duration::from_millis(1), Duration::from_secs(3600))
         .prefix("fleet")
         .timeout(Duration::from_secs(2));
@@ -172,22 +177,16 @@ fn store_on(conn: ClusterConnection, durable: bool) -> Store {
     } else {
         builder
     };
-    builder.build(conn).unwrap()
-}
-
-fn slot_of(cluster: &Cluster, store: &Store, key: &str) -> u16 {
-    cluster.nodes[0]
-        .command(&["CLUSTER", "KEYSLOT", &store.redis_key(key)])
-        .unwrap()
+    let store = builder.build(connect(&cluster).await).unwrap();
+    let hot_slot: u16 = cluster.nodes[0]
+        .command(&["CLUSTER", "KEYSLOT", &store.redis_key("{hot}")])
+        .unwrap();
+    (cluster, store, hot_slot)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_through_a_resharding_and_a_failover_counts_every_advance_once() {
-    let cluster = tokio::task::spawn_blocking(|| Cluster::start(3))
-        .await
-        .unwrap();
-    let store = store_on(connect(&cluster).await, false);
-    let hot_slot = slot_of(&cluster, &store, "{hot}");
+    let (cluster, store, hot_slot) = fleet_on_a_cluster(false).await;
     let (told, (cluster, moved_to)) = traffic(&store, move |progress| {
         let c = cluster;
         progress(300);
@@ -234,11 +233,7 @@ async fn traffic_through_a_resharding_and_a_failover_counts_every_advance_once()
 /// replica is cut off first.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_wait_a_killed_master_loses_no_acknowledged_advance() {
-    let cluster = tokio::task::spawn_blocking(|| Cluster::start(3))
-        .await
-        .unwrap();
-    let store = store_on(connect(&cluster).await, true);
-    let hot_slot = slot_of(&cluster, &store, "{hot}");
+    let (cluster, store, hot_slot) = fleet_on_a_cluster(true).await;
     let (told, (cluster, (promoted, took_over, rejoined))) = traffic(&store, move |progress| {
         let mut c = cluster;
         progress(600);
