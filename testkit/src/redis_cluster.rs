@@ -210,9 +210,7 @@ impl Cluster {
     pub fn crash(&mut self, master: usize) -> usize {
         let replica = self.replica_of(master);
         self.nodes[master].stop();
-        poll_until("the replica to take over", Duration::from_secs(60), || {
-            self.nodes[replica].reports(&["INFO", "replication"], "role:master")
-        });
+        self.nodes[replica].wait_for("role:master");
         self.wait_ok();
         replica
     }
@@ -222,11 +220,7 @@ impl Cluster {
     /// master now serves its old slots. Returns once it is in sync.
     pub fn rejoin(&mut self, node: usize) {
         self.nodes[node].restart();
-        poll_until(
-            "the node to rejoin as a replica",
-            Duration::from_secs(60),
-            || self.nodes[node].reports(&["INFO", "replication"], "master_link_status:up"),
-        );
+        self.nodes[node].wait_for("master_link_status:up");
         self.wait_ok();
     }
 
