@@ -125,6 +125,7 @@ pub mod draws;
 mod duration;
 mod error;
 mod keyed;
+mod outage;
 pub mod retry;
 pub mod strategy;
 
@@ -136,6 +137,7 @@ pub use keyed::{
     DefaultHashBuilder, EntryView, GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Settings,
     Snapshot, SnapshotEntry, Stats, StrategyRule, ValidSettings,
 };
+pub use outage::OutageSettings;
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../README.md")]

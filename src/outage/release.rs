@@ -1,0 +1,136 @@
+//! The release: when an outage ends, the keys it held are let go one at a
+//! time at a bounded rate, in the order they ask, instead of all at once
+//! or each at the end of its own long wait.
+//!
+//! A held key asks again at least once every two steps of the outage
+//! ladder; the first time it asks after the end, it is given the next free
+//! time of the release: the later of now and one gap (`1 / rate`) after
+//! the previous key's. Consecutive keys are therefore at least one gap
+//! apart, so no second lets go more than `rate` keys. The keys ask at times
+//! spread by the ladder's per-key slots, so the order is a random one.
+
+use std::time::Duration;
+
+use super::held::{Held, Turn};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Release {
+    /// The earliest time the next key may be let go.
+    next: Duration,
+    /// The least time between two keys.
+    gap: Duration,
+    /// After this, no held key is waiting any more.
+    until: Duration,
+}
+
+impl Release {
+    /// The release after an outage that ended at `ended`, of `held` keys at
+    /// `rate` keys per second (validated: `0 < rate <= 1e6`), whose ladder's
+    /// longest step was `max_step`.
+    ///
+    /// Every held key asks within two steps of the end, and the last of
+    /// them is let go at most `held` gaps after that: past then, no key is
+    /// held.
+    pub(crate) fn new(ended: Duration, rate: f64, held: usize, max_step: Duration) -> Self {
+        // Rounded up, so that `rate` keys never fit in less than a second.
+        let gap = Duration::from_nanos((1e9 / rate).ceil() as u64).max(Duration::from_nanos(1));
+        let queue = gap.saturating_mul(u32::try_from(held).unwrap_or(u32::MAX));
+        Release {
+            next: ended,
+            gap,
+            until: ended
+                .saturating_add(max_step.saturating_mul(2))
+                .saturating_add(queue),
+        }
+    }
+
+    /// Whether the release is over at `at`: no key is held any more.
+    pub(crate) fn over(&self, at: Duration) -> bool {
+        at > self.until
+    }
+
+    /// The next free time at or after `at`, taken.
+    pub(crate) fn claim(&mut self, at: Duration) -> Duration {
+        let slot = self.next.max(at);
+        self.next = slot.saturating_add(self.gap);
+        slot
+    }
+
+    /// What `held` may do at `at`: the first time it asks, it takes its
+    /// time to go; it waits until then and goes after.
+    pub(crate) fn turn<L>(&mut self, held: &mut Held<L>, at: Duration) -> Turn {
+        let go = *held.release_at.get_or_insert_with(|| self.claim(at));
+        if at < go { Turn::Wait(go) } else { Turn::Go }
+    }
+
+    /// The least time between two keys.
+    pub(crate) fn gap(&self) -> Duration {
+        self.gap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn keys_go_in_the_order_they_ask_one_gap_apart() {
+        let mut r = Release::new(ms(1_000), 10.0, 3, ms(4_000));
+        assert_eq!(r.gap(), ms(100));
+        let mut keys: Vec<Held<()>> = (0..3).map(|_| Held::new(())).collect();
+        // Three keys ask at once: 1.0 s, 1.1 s, 1.2 s.
+        let turns: Vec<Turn> = keys.iter_mut().map(|k| r.turn(k, ms(1_000))).collect();
+        assert_eq!(
+            turns,
+            [Turn::Go, Turn::Wait(ms(1_100)), Turn::Wait(ms(1_200))]
+        );
+        // Asking again keeps the time taken.
+        assert_eq!(r.turn(&mut keys[2], ms(1_150)), Turn::Wait(ms(1_200)));
+        assert_eq!(r.turn(&mut keys[2], ms(1_200)), Turn::Go);
+        // A key asking after the queue has drained goes at once.
+        let mut late = Held::new(());
+        assert_eq!(r.turn(&mut late, ms(5_000)), Turn::Go);
+        assert_eq!(r.claim(ms(5_000)), ms(5_100));
+    }
+
+    #[test]
+    fn no_second_lets_more_than_the_rate_go() {
+        // 1,000 keys asking in a burst at 0 s and another at 2 s, at 7 per
+        // second (a gap that does not divide a second evenly).
+        let mut r = Release::new(Duration::ZERO, 7.0, 1_000, ms(4_000));
+        let mut times: Vec<Duration> = (0..1_000)
+            .map(|n| {
+                let at = if n < 500 { Duration::ZERO } else { ms(2_000) };
+                r.claim(at)
+            })
+            .collect();
+        times.sort();
+        for (i, t) in times.iter().enumerate() {
+            let in_second = times[i..]
+                .iter()
+                .take_while(|u| **u < *t + ms(1_000))
+                .count();
+            assert!(in_second <= 7, "{in_second} keys in the second from {t:?}");
+        }
+        // The release lasts two steps and one gap past the last key's time
+        // (it would have lasted that long had every key asked at once).
+        let last = *times.last().unwrap();
+        assert!(!r.over(last + ms(8_000) + r.gap()));
+        assert!(r.over(last + ms(8_000) + r.gap() + Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn the_release_is_over_after_two_steps_and_the_queue() {
+        let r = Release::new(ms(10_000), 100.0, 50, ms(4_000));
+        // 10 s + 2·4 s + 50·10 ms.
+        assert!(!r.over(ms(18_500)));
+        assert!(r.over(ms(18_501)));
+        // Extreme inputs saturate.
+        let r = Release::new(Duration::MAX, 1e-3, usize::MAX, Duration::MAX);
+        assert!(!r.over(Duration::MAX));
+    }
+}
