@@ -31,5 +31,6 @@ mod held;
 mod ladder;
 mod release;
 mod settings;
+mod watch;
 
 pub use settings::OutageSettings;
