@@ -3,25 +3,27 @@
 //!
 //! It sees every outcome the manager is told of: a failure (marked *fresh*
 //! when it started its key's ladder) or a success. Outside an outage it
-//! counts them over a sliding window, in tenths of the window; an outage
-//! begins at a fresh failure that brings the window to at least
-//! `min_failing_keys` fresh failures while successes are at most
-//! `max_success_ratio` of all outcomes. Inside an outage it counts only
-//! successes in a row; `recovery_successes` of them, with no failure
-//! between, end it. Each change of state starts the window afresh, so the
-//! failures that declared an outage cannot declare the next one.
+//! looks back from each fresh failure just far enough to find the latest
+//! `min_failing_keys` fresh failures: if they all fall within the window,
+//! and the successes since the first of them are at most
+//! `max_success_ratio` of all the outcomes since then, an outage begins.
+//! Inside an outage it counts only successes in a row: `recovery_successes`
+//! of them, with no failure between, end it. Each change of state starts
+//! the count afresh, so the failures that declared an outage cannot declare
+//! the next one.
 //!
-//! Fresh failures count distinct keys without remembering any: a key's
-//! ladder starts once until a success resets it (or its entry expires), so
-//! a key counted twice in one window must have succeeded in between, and
-//! that success is counted too.
+//! Looking back only as far as the latest fresh failures makes detection
+//! as quick as the failures come: a busy controller whose keys all start
+//! failing is seen in the time its keys take to fail twenty times, however
+//! many successes came just before. Fresh failures count distinct keys
+//! without remembering any: a key's ladder starts once until a success
+//! resets it (or its entry expires), so a key counted twice must have
+//! succeeded in between, and that success is counted too.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::settings::OutageSettings;
-
-/// Tenths: the window is counted in this many buckets.
-const BUCKETS: usize = 10;
 
 /// What the manager was told about one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,47 +44,36 @@ pub(crate) enum Change {
     Ended,
 }
 
-/// Outcomes counted in one bucket, or summed over the window.
+/// The outcomes that declared an outage: from the first of the latest
+/// fresh failures to the one that declared it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
     pub(crate) fresh_failures: u64,
     pub(crate) failures: u64,
     pub(crate) successes: u64,
+    pub(crate) over: Duration,
 }
 
-impl Counts {
-    fn add(&mut self, outcome: Outcome) {
-        match outcome {
-            Outcome::Failure { fresh } => {
-                self.failures += 1;
-                self.fresh_failures += u64::from(fresh);
-            }
-            Outcome::Success => self.successes += 1,
-        }
-    }
-
-    fn plus(self, other: Counts) -> Counts {
-        Counts {
-            fresh_failures: self.fresh_failures + other.fresh_failures,
-            failures: self.failures + other.failures,
-            successes: self.successes + other.successes,
-        }
-    }
+/// One fresh failure: when, and the totals just before it.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    at: Duration,
+    failures: u64,
+    successes: u64,
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Detector {
-    /// Nanoseconds per bucket (a tenth of the window, at least 1).
-    bucket_ns: u64,
-    /// `slots[i]` holds bucket number `ids[i]`; a bucket's number is its
-    /// start time divided by `bucket_ns`.
-    slots: [Counts; BUCKETS],
-    ids: [u64; BUCKETS],
-    /// The newest bucket number seen.
-    newest: u64,
+    /// The latest fresh failures, at most `min_failing_keys`.
+    marks: VecDeque<Mark>,
+    failures: u64,
+    successes: u64,
+    /// The counts that declared the outage under way.
+    declared: Counts,
     in_outage: bool,
     streak: u32,
-    min_failing_keys: u64,
+    window: Duration,
+    min_failing_keys: usize,
     max_success_ratio: f64,
     recovery_successes: u32,
 }
@@ -90,23 +81,30 @@ pub(crate) struct Detector {
 impl Detector {
     /// A detector for validated `settings`, seeing nothing yet.
     pub(crate) fn new(settings: &OutageSettings) -> Self {
-        let window_ns = u64::try_from(settings.window.as_nanos()).unwrap_or(u64::MAX);
+        let keys = settings.min_failing_keys as usize;
         Detector {
-            bucket_ns: (window_ns / BUCKETS as u64).max(1),
-            slots: [Counts::default(); BUCKETS],
-            ids: [u64::MAX; BUCKETS],
-            newest: 0,
+            marks: VecDeque::with_capacity(keys),
+            failures: 0,
+            successes: 0,
+            declared: Counts::default(),
             in_outage: false,
             streak: 0,
-            min_failing_keys: u64::from(settings.min_failing_keys),
+            window: settings.window,
+            min_failing_keys: keys,
             max_success_ratio: settings.max_success_ratio,
             recovery_successes: settings.recovery_successes,
         }
     }
 
     /// Whether an outage is declared.
+    #[cfg(test)]
     pub(crate) fn in_outage(&self) -> bool {
         self.in_outage
+    }
+
+    /// The outcomes that declared the latest outage.
+    pub(crate) fn declared(&self) -> Counts {
+        self.declared
     }
 
     /// Records `outcome` at `at` (time on any fixed line) and reports the
@@ -115,70 +113,62 @@ impl Detector {
         if self.in_outage {
             return self.record_in_outage(outcome);
         }
-        self.count(outcome, at);
-        let Outcome::Failure { fresh: true } = outcome else {
-            return None;
+        let fresh = match outcome {
+            Outcome::Success => {
+                self.successes += 1;
+                return None;
+            }
+            Outcome::Failure { fresh } => fresh,
         };
-        let c = self.counts();
-        let outcomes = (c.failures + c.successes) as f64;
-        let declared = c.fresh_failures >= self.min_failing_keys
-            && c.successes as f64 <= self.max_success_ratio * outcomes;
+        if fresh {
+            if self.marks.len() == self.min_failing_keys {
+                self.marks.pop_front();
+            }
+            self.marks.push_back(Mark {
+                at,
+                failures: self.failures,
+                successes: self.successes,
+            });
+        }
+        self.failures += 1;
+        let first = *self.marks.front().filter(|_| fresh)?;
+        let counts = Counts {
+            fresh_failures: self.marks.len() as u64,
+            failures: self.failures - first.failures,
+            successes: self.successes - first.successes,
+            over: at.saturating_sub(first.at),
+        };
+        let outcomes = (counts.failures + counts.successes) as f64;
+        let declared = self.marks.len() == self.min_failing_keys
+            && counts.over <= self.window
+            && counts.successes as f64 <= self.max_success_ratio * outcomes;
         declared.then(|| {
+            self.declared = counts;
             self.in_outage = true;
-            self.streak = 0;
+            self.restart();
             Change::Began
         })
     }
 
     fn record_in_outage(&mut self, outcome: Outcome) -> Option<Change> {
-        match outcome {
-            Outcome::Failure { .. } => {
-                self.streak = 0;
-                None
-            }
-            Outcome::Success => {
-                self.streak = self.streak.saturating_add(1);
-                (self.streak >= self.recovery_successes).then(|| {
-                    self.in_outage = false;
-                    self.streak = 0;
-                    self.slots = [Counts::default(); BUCKETS];
-                    self.ids = [u64::MAX; BUCKETS];
-                    Change::Ended
-                })
-            }
+        if let Outcome::Failure { .. } = outcome {
+            self.streak = 0;
+            return None;
         }
+        self.streak = self.streak.saturating_add(1);
+        (self.streak >= self.recovery_successes).then(|| {
+            self.in_outage = false;
+            self.restart();
+            Change::Ended
+        })
     }
 
-    /// The outcomes counted in the window ending at the newest bucket.
-    pub(crate) fn counts(&self) -> Counts {
-        self.slots
-            .iter()
-            .zip(self.ids)
-            .filter(|&(_, id)| self.live(id))
-            .fold(Counts::default(), |sum, (c, _)| sum.plus(*c))
-    }
-
-    /// Whether bucket `id` lies within the window of the newest bucket.
-    fn live(&self, id: u64) -> bool {
-        id != u64::MAX && id <= self.newest && self.newest - id < BUCKETS as u64
-    }
-
-    /// Adds `outcome` to its bucket. An outcome older than the window is
-    /// dropped; one older than the newest but within the window goes to
-    /// its own bucket.
-    fn count(&mut self, outcome: Outcome, at: Duration) {
-        let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        let id = (ns / self.bucket_ns).min(u64::MAX - 1);
-        self.newest = self.newest.max(id);
-        if !self.live(id) {
-            return;
-        }
-        let slot = (id % BUCKETS as u64) as usize;
-        if self.ids[slot] != id {
-            self.ids[slot] = id;
-            self.slots[slot] = Counts::default();
-        }
-        self.slots[slot].add(outcome);
+    /// Forgets every outcome seen so far.
+    fn restart(&mut self) {
+        self.marks.clear();
+        self.failures = 0;
+        self.successes = 0;
+        self.streak = 0;
     }
 }
 
@@ -213,6 +203,9 @@ mod tests {
         }
         assert_eq!(d.record(FRESH, secs(4.0)), Some(Change::Began));
         assert!(d.in_outage());
+        let c = d.declared();
+        assert_eq!((c.fresh_failures, c.failures, c.successes), (5, 5, 0));
+        assert_eq!(c.over, secs(4.0));
     }
 
     #[test]
@@ -220,7 +213,7 @@ mod tests {
         // Four broken keys retrying forever: 400 failures, four fresh.
         let mut d = detector();
         for k in 0..4 {
-            d.record(FRESH, secs(0.0 + k as f64 * 0.1));
+            d.record(FRESH, secs(k as f64 * 0.1));
         }
         for n in 0..400 {
             assert_eq!(d.record(AGAIN, secs(1.0 + n as f64 * 0.01)), None);
@@ -229,44 +222,68 @@ mod tests {
     }
 
     #[test]
-    fn enough_successes_keep_it_from_beginning() {
+    fn successes_since_the_first_counted_failure_hold_it_off() {
         // 5 fresh failures among 1 success: 1/6 <= 0.2, an outage.
         let mut d = detector();
+        d.record(FRESH, secs(0.0));
         d.record(OK, secs(0.0));
-        let changes: Vec<_> = (0..5).map(|_| d.record(FRESH, secs(1.0))).collect();
+        let changes: Vec<_> = (0..4).map(|_| d.record(FRESH, secs(1.0))).collect();
         assert_eq!(changes.last(), Some(&Some(Change::Began)));
-        // Among 2 successes, 5 and 6 fresh failures (2/7, 2/8) are none.
+        // Among 2 successes, 5 fresh failures (2/7) are none; a sixth looks
+        // back to the second, after the successes: an outage.
         let mut d = detector();
+        d.record(FRESH, secs(0.0));
         d.record(OK, secs(0.0));
         d.record(OK, secs(0.0));
-        for _ in 0..6 {
+        for _ in 0..4 {
             assert_eq!(d.record(FRESH, secs(1.0)), None);
         }
-        // 2/9 is still above; 2/10 is an outage.
-        assert_eq!(d.record(FRESH, secs(1.0)), None);
         assert_eq!(d.record(FRESH, secs(1.0)), Some(Change::Began));
+        // Retries count as outcomes: with three, 2/10 is an outage.
+        let mut d = detector();
+        d.record(FRESH, secs(0.0));
+        d.record(OK, secs(0.0));
+        d.record(OK, secs(0.0));
+        for _ in 0..3 {
+            assert_eq!(
+                d.record(AGAIN, secs(0.5)),
+                None,
+                "only fresh failures declare"
+            );
+        }
+        let changes: Vec<_> = (0..4).map(|_| d.record(FRESH, secs(1.0))).collect();
+        assert_eq!(changes, [None, None, None, Some(Change::Began)]);
+        let c = d.declared();
+        assert_eq!((c.fresh_failures, c.failures, c.successes), (5, 8, 2));
     }
 
     #[test]
-    fn outcomes_older_than_the_window_are_forgotten() {
+    fn successes_before_the_latest_fresh_failures_do_not_count() {
+        // A busy controller: 1,000 successes, then every key fails.
         let mut d = detector();
-        for _ in 0..4 {
-            d.record(FRESH, secs(0.5));
+        for _ in 0..1_000 {
+            d.record(OK, secs(0.0));
         }
-        // Bucket 0 ([0, 1 s)) leaves the window when bucket 10 begins.
-        assert_eq!(d.record(FRESH, secs(9.99)), Some(Change::Began));
+        let changes: Vec<_> = (0..5)
+            .map(|k| d.record(FRESH, secs(1.0 + k as f64)))
+            .collect();
+        assert_eq!(changes[4], Some(Change::Began));
+    }
+
+    #[test]
+    fn the_counted_failures_must_fall_within_the_window() {
+        // Five fresh failures over 10 s: an outage; over 10.5 s: none.
         let mut d = detector();
-        for _ in 0..4 {
-            d.record(FRESH, secs(0.5));
+        for k in 0..5 {
+            d.record(FRESH, secs(k as f64 * 2.5));
         }
-        assert_eq!(d.record(FRESH, secs(10.0)), None);
-        assert_eq!(d.counts().fresh_failures, 1);
-        // An outcome dated before the window is dropped; one within it is
-        // counted in its own bucket.
-        d.record(FRESH, secs(0.2));
-        assert_eq!(d.counts().fresh_failures, 1);
-        d.record(FRESH, secs(5.0));
-        assert_eq!(d.counts().fresh_failures, 2);
+        assert!(d.in_outage());
+        let mut d = detector();
+        for k in 0..5 {
+            assert_eq!(d.record(FRESH, secs(k as f64 * 2.625)), None);
+        }
+        // The next one looks back to the second: 9.875 s, within.
+        assert_eq!(d.record(FRESH, secs(12.5)), Some(Change::Began));
     }
 
     #[test]
@@ -282,9 +299,8 @@ mod tests {
         assert_eq!(d.record(OK, secs(2.0)), None);
         assert_eq!(d.record(OK, secs(2.0)), Some(Change::Ended));
         assert!(!d.in_outage());
-        // The window starts afresh: the five failures that declared the
+        // The count starts afresh: the five failures that declared the
         // outage do not count toward the next one.
-        assert_eq!(d.counts(), Counts::default());
         for _ in 0..4 {
             assert_eq!(d.record(FRESH, secs(3.0)), None);
         }
@@ -298,18 +314,19 @@ mod tests {
                 .min_failing_keys(2)
                 .max_success_ratio(0.0),
         );
+        d.record(FRESH, secs(0.0));
         d.record(OK, secs(0.0));
         assert_eq!(d.record(FRESH, secs(0.0)), None);
-        assert_eq!(d.record(FRESH, secs(0.0)), None);
-        assert!(!d.in_outage());
+        assert_eq!(d.record(FRESH, secs(0.0)), Some(Change::Began));
     }
 
     #[test]
-    fn extreme_times_saturate() {
+    fn times_out_of_order_and_at_the_ends_saturate() {
         let mut d = detector();
-        for _ in 0..5 {
-            d.record(FRESH, Duration::MAX);
+        for t in [Duration::MAX, Duration::ZERO, Duration::MAX, Duration::ZERO] {
+            assert_eq!(d.record(FRESH, t), None);
         }
-        assert!(d.in_outage());
+        // Looking back from 0 to a failure at the end of time: no time.
+        assert_eq!(d.record(FRESH, Duration::ZERO), Some(Change::Began));
     }
 }

@@ -64,6 +64,7 @@ impl Release {
     }
 
     /// The least time between two keys.
+    #[cfg(test)]
     pub(crate) fn gap(&self) -> Duration {
         self.gap
     }

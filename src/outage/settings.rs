@@ -10,6 +10,9 @@ const SHORTEST: Duration = Duration::from_millis(1);
 const LONGEST_WINDOW: Duration = Duration::from_secs(3600);
 /// The longest step of the outage ladder accepted: ten minutes.
 const LONGEST_STEP: Duration = Duration::from_secs(600);
+/// The most keys an outage may need to see fail (the detector remembers
+/// the time of each of the latest ones).
+const MOST_KEYS: u32 = 100_000;
 /// The fastest release accepted: a million keys per second.
 const FASTEST_RELEASE: f64 = 1_000_000.0;
 
@@ -109,22 +112,22 @@ impl OutageSettings {
         Self::default()
     }
 
-    /// How far back the detector counts failures and successes: 1 ms to
-    /// 1 h. It counts in tenths of the window, so an outcome is forgotten
-    /// between 0.9 and 1 window after it happened.
+    /// The longest time the latest `min_failing_keys` fresh failures may
+    /// be spread over and still declare an outage: 1 ms to 1 h.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
-    /// How many keys must newly fail within the window: at least 2.
+    /// How many keys must newly fail within the window: 2 to 100,000.
     pub fn min_failing_keys(mut self, keys: u32) -> Self {
         self.min_failing_keys = keys;
         self
     }
 
-    /// The largest share of successes among the window's outcomes that
-    /// still counts as an outage: at least 0 and below 1.
+    /// The largest share of successes, among the outcomes since the first
+    /// of the latest `min_failing_keys` fresh failures, that still counts
+    /// as an outage: at least 0 and below 1.
     pub fn max_success_ratio(mut self, ratio: f64) -> Self {
         self.max_success_ratio = ratio;
         self
@@ -183,10 +186,10 @@ impl OutageSettings {
                 format!("{window:?}"),
             ));
         }
-        if self.min_failing_keys < 2 {
+        if !(2..=MOST_KEYS).contains(&self.min_failing_keys) {
             return Err(ConfigError::new(
                 "outage.min_failing_keys",
-                "at least 2",
+                "between 2 and 100000",
                 self.min_failing_keys,
             ));
         }
@@ -269,7 +272,12 @@ mod tests {
         );
         // Keys: at least 2.
         assert!(s().min_failing_keys(2).validate().is_ok());
+        assert!(s().min_failing_keys(100_000).validate().is_ok());
         assert_eq!(field(s().min_failing_keys(1)), "outage.min_failing_keys");
+        assert_eq!(
+            field(s().min_failing_keys(100_001)),
+            "outage.min_failing_keys"
+        );
         // Ratio: [0, 1), finite.
         assert!(s().max_success_ratio(0.0).validate().is_ok());
         for bad in [1.0, -0.1, f64::NAN, f64::INFINITY] {

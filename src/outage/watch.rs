@@ -132,7 +132,7 @@ impl<L: Copy> Watch<L> {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         if let Some(Change::Began) = inner.detector.record(Outcome::Failure { fresh }, at) {
-            let counts = inner.detector.counts();
+            let counts = inner.detector.declared();
             self.begin(inner, at);
             events(Event::Began(counts));
         }
