@@ -49,6 +49,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod borrowing;
 mod dealer;
 mod error;
 #[cfg(feature = "http")]
@@ -58,9 +59,14 @@ mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
+mod retry_after;
 mod suggested;
 mod work;
 
+pub use borrowing::{
+    Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
+    LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
+};
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
@@ -74,7 +80,7 @@ pub use queue_set::{
     MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_RETRY_AFTER,
     MAX_SEATS_PER_REQUEST, Rejected, Ticket,
 };
-
+pub use retry_after::DroppedRequests;
 pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
 pub use work::{
     EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
