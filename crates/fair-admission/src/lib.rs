@@ -43,9 +43,11 @@
 //!
 //! Beyond the basics: [`ApfBuilder::lending`] lets levels lend and borrow
 //! seats, [`Apf::suggested`] and [`suggested_flow_schema`] are Kubernetes'
-//! suggested configuration, [`WorkEstimate`] has Kubernetes' LIST and
-//! mutating-request estimators, and [`Apf::retry_after`] is the adaptive
-//! `Retry-After`.
+//! suggested configuration, [`WorkEstimator`] sizes a request in seats as
+//! Kubernetes' LIST and mutating-request estimators do, and
+//! [`Apf::retry_after`] is the adaptive `Retry-After`. Kubernetes'
+//! arithmetic is public too: [`allocate_concurrency`] and
+//! [`adjust_limits`] for borrowing, [`DroppedRequests`] for `Retry-After`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -54,14 +56,13 @@ mod dealer;
 mod error;
 #[cfg(feature = "http")]
 mod http;
+mod kubernetes;
 #[cfg(feature = "tower")]
 mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
 mod retry_after;
-mod suggested;
-mod work;
 
 pub use borrowing::{
     Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
@@ -72,6 +73,10 @@ pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
+pub use kubernetes::{
+    FlowMatch, ObjectStats, RequestAttributes, RequestInfo, SUGGESTED_SEATS, WorkEstimate,
+    WorkEstimator, suggested_flow_schema,
+};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
@@ -81,10 +86,6 @@ pub use queue_set::{
     MAX_SEATS_PER_REQUEST, Rejected, Ticket,
 };
 pub use retry_after::DroppedRequests;
-pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
-pub use work::{
-    EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
-};
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]
