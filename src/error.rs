@@ -1,6 +1,7 @@
-//! Errors returned when a configuration is refused.
+//! The crate's errors: a configuration refused, a key still in backoff.
 
 use std::fmt;
+use std::time::Duration;
 
 /// A configuration value outside its allowed range.
 ///
@@ -92,20 +93,25 @@ pub(crate) fn finite_at_least(
     }
 }
 
-/// `d` if it is at most [`MAX_BACKOFF`](crate::MAX_BACKOFF) (the largest
-/// backoff an entry holds), else an error naming `field`.
-pub(crate) fn within_max_backoff(
-    field: &'static str,
-    d: std::time::Duration,
-) -> Result<std::time::Duration, ConfigError> {
-    let limit = crate::MAX_BACKOFF;
-    if d <= limit {
-        Ok(d)
-    } else {
-        Err(ConfigError::new(
-            field,
-            format!("at most {limit:?} (2^52 - 1 ns, about 52 days)"),
-            format!("{d:?}"),
-        ))
+/// Returned by [`Backoff::try_next`](crate::Backoff::try_next) while the
+/// key must still wait.
+///
+/// ```
+/// use keyed_backoff::InBackoff;
+/// use std::time::Duration;
+/// let e = InBackoff { remaining: Duration::from_secs(3) };
+/// assert_eq!(e.to_string(), "in backoff for another 3s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InBackoff {
+    /// How long until the backoff window ends.
+    pub remaining: Duration,
+}
+
+impl fmt::Display for InBackoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "in backoff for another {:?}", self.remaining)
     }
 }
+
+impl std::error::Error for InBackoff {}
