@@ -18,7 +18,7 @@ use crate::clock::TokioClock;
 use crate::clock::{Clock, StdClock};
 use crate::duration::saturating_nanos;
 use crate::entry::{Entry, MAX_BACKOFF, Tick};
-use crate::error::{ConfigError, InBackoff};
+use crate::error::{ConfigError, InBackoff, SpawnError};
 use crate::expiry::Expiry;
 #[cfg(feature = "tokio")]
 use crate::gc::GcTaskGuard;
@@ -674,10 +674,9 @@ where
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?);
     /// let _gc = b.spawn_gc(Duration::from_secs(60))?; // kept alive as long as needed
-    /// assert_eq!(b.spawn_gc(Duration::ZERO).unwrap_err().field(), "interval");
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn spawn_gc(self: &Arc<Self>, interval: Duration) -> Result<GcGuard, ConfigError> {
+    pub fn spawn_gc(self: &Arc<Self>, interval: Duration) -> Result<GcGuard, SpawnError> {
         gc::spawn_thread(Arc::downgrade(self), interval, Self::gc_contained)
     }
 
@@ -686,27 +685,24 @@ where
     /// until the returned handle is dropped or the manager is. `interval`
     /// must be greater than zero, and the call must be made inside a tokio
     /// runtime with its time driver on (`enable_time`): otherwise it
-    /// returns an error naming `runtime` and starts nothing.
+    /// returns a [`SpawnError`] and starts nothing.
     ///
     /// ```
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::{Backoff, SpawnError};
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300))?);
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
     /// let gc = b.spawn_gc_task(Duration::from_secs(60))?;
     /// drop(gc); // aborts the task
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// # }).unwrap();
+    /// # Ok::<(), SpawnError>(())
+    /// # })?;
     /// // Outside a runtime: an error, not a panic.
-    /// # use keyed_backoff::Backoff;
-    /// # use std::sync::Arc;
-    /// # use std::time::Duration;
-    /// # let b = Arc::new(Backoff::<String>::new(Duration::from_secs(10), Duration::from_secs(300)).unwrap());
-    /// assert_eq!(b.spawn_gc_task(Duration::from_secs(60)).unwrap_err().field(), "runtime");
+    /// assert!(matches!(b.spawn_gc_task(Duration::from_secs(60)), Err(SpawnError::NoRuntime)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "tokio")]
-    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
+    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
         gc::spawn_task(Arc::downgrade(self), interval, Self::gc_contained)
     }
 }

@@ -334,7 +334,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
         let (formula, max, seed, window) = match self.growth {
             GrowthSetting::ClientGo(settings) => {
                 let rule = settings.validate()?.resolved();
-                let formula = FactorJitter::new(rule.initial, rule.max).factor(rule.jitter);
+                let formula = FactorJitter::new(rule.initial, rule.max).jitter(rule.jitter);
                 (
                     Formula::ClientGo(formula),
                     rule.max,

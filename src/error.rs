@@ -1,4 +1,5 @@
-//! The crate's errors: a configuration refused, a key still in backoff.
+//! The crate's errors: a configuration refused, a key still in backoff, a
+//! background GC that could not start.
 
 use std::fmt;
 use std::time::Duration;
@@ -115,3 +116,57 @@ impl fmt::Display for InBackoff {
 }
 
 impl std::error::Error for InBackoff {}
+
+/// Why a background GC could not start; from
+/// [`Backoff::spawn_gc`](crate::Backoff::spawn_gc) and
+/// `Backoff::spawn_gc_task`. Nothing was started.
+///
+/// ```
+/// use keyed_backoff::{Backoff, SpawnError};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+/// let err = b.spawn_gc(Duration::ZERO).unwrap_err();
+/// assert!(matches!(err, SpawnError::ZeroInterval));
+/// assert_eq!(err.to_string(), "invalid interval: must be greater than zero, got 0s");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The interval was zero.
+    ZeroInterval,
+    /// `spawn_gc_task` was called outside a tokio runtime.
+    NoRuntime,
+    /// The tokio runtime has no time driver (it was built without
+    /// `enable_time`).
+    NoTimers,
+    /// The operating system would not start the GC thread.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::ZeroInterval => {
+                f.write_str("invalid interval: must be greater than zero, got 0s")
+            }
+            SpawnError::NoRuntime => {
+                f.write_str("spawn_gc_task must be called inside a tokio runtime")
+            }
+            SpawnError::NoTimers => f.write_str(
+                "spawn_gc_task needs a tokio runtime with its time driver (enable_time)",
+            ),
+            SpawnError::Thread(e) => write!(f, "the OS would not start the GC thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::Thread(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::ConfigError;
+use crate::error::SpawnError;
 
 /// Keeps a background GC thread running; made by [`Backoff::spawn_gc`](crate::Backoff::spawn_gc).
 ///
@@ -30,7 +30,7 @@ use crate::error::ConfigError;
 /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
 /// let gc = b.spawn_gc(Duration::from_secs(30))?;
 /// gc.stop(); // returns once the thread has exited
-/// # Ok::<(), keyed_backoff::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard stops the GC thread; keep it, or call .detach()"]
@@ -50,7 +50,7 @@ impl GcGuard {
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
     /// b.spawn_gc(Duration::from_millis(10))?.stop();
     /// assert_eq!(Arc::weak_count(&b), 0); // the thread's reference is gone
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stop(self) {
         drop(self);
@@ -66,7 +66,7 @@ impl GcGuard {
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
     /// b.spawn_gc(Duration::from_secs(30))?.detach();
     /// drop(b); // the thread notices at its next wake-up and exits
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn detach(mut self) {
         // Dropping the join handle detaches the thread; the stop flag is
@@ -116,7 +116,7 @@ impl GcTaskGuard {
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
     /// b.spawn_gc_task(Duration::from_secs(30))?.stop();
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
     pub fn stop(self) {
@@ -132,7 +132,7 @@ impl GcTaskGuard {
     /// use std::time::Duration;
     /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
     /// b.spawn_gc_task(Duration::from_secs(30))?.detach();
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
     pub fn detach(mut self) {
@@ -150,9 +150,9 @@ impl Drop for GcTaskGuard {
 }
 
 /// `interval` if it is greater than zero.
-pub(crate) fn positive(interval: Duration) -> Result<Duration, ConfigError> {
+fn positive(interval: Duration) -> Result<Duration, SpawnError> {
     if interval.is_zero() {
-        Err(ConfigError::new("interval", "greater than zero", "0s"))
+        Err(SpawnError::ZeroInterval)
     } else {
         Ok(interval)
     }
@@ -167,7 +167,7 @@ pub(crate) fn spawn_thread<T: Send + Sync + 'static>(
     owner: Weak<T>,
     interval: Duration,
     sweep: fn(&T),
-) -> Result<GcGuard, ConfigError> {
+) -> Result<GcGuard, SpawnError> {
     let interval = positive(interval)?;
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let signal = Arc::clone(&stop);
@@ -191,7 +191,7 @@ pub(crate) fn spawn_thread<T: Send + Sync + 'static>(
                 }
             }
         })
-        .map_err(|e| ConfigError::new("interval", "a GC thread the OS can start", e))?;
+        .map_err(SpawnError::Thread)?;
     Ok(GcGuard {
         stop,
         thread: Some(thread),
@@ -207,20 +207,14 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
     owner: Weak<T>,
     interval: Duration,
     sweep: fn(&T),
-) -> Result<GcTaskGuard, ConfigError> {
+) -> Result<GcTaskGuard, SpawnError> {
     let interval = positive(interval)?;
-    let runtime = tokio::runtime::Handle::try_current()
-        .map_err(|e| ConfigError::new("runtime", "a call inside a tokio runtime", e))?;
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| SpawnError::NoRuntime)?;
     // A runtime built without `enable_time` panics on the first timer;
     // find out here, in the caller's context, instead of in the task.
     let _probe = runtime.enter();
-    let mut ticks = std::panic::catch_unwind(|| tokio::time::interval(interval)).map_err(|_| {
-        ConfigError::new(
-            "runtime",
-            "a tokio runtime with its time driver (enable_time)",
-            "timers disabled",
-        )
-    })?;
+    let mut ticks = std::panic::catch_unwind(|| tokio::time::interval(interval))
+        .map_err(|_| SpawnError::NoTimers)?;
     let task = runtime.spawn(async move {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await; // the first tick is immediate

@@ -68,7 +68,7 @@ mod tests {
 
     fn client_go(initial: u64, max: u64, jitter: f64) -> Growth {
         let f = FactorJitter::new(Duration::from_nanos(initial), Duration::from_nanos(max))
-            .factor(jitter);
+            .jitter(jitter);
         Growth::new(Formula::ClientGo(f), 7)
     }
 

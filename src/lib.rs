@@ -143,7 +143,7 @@ mod wait;
 pub use backoff::Backoff;
 pub use builder::{BackoffBuilder, DefaultHashBuilder};
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
-pub use error::{ConfigError, InBackoff};
+pub use error::{ConfigError, InBackoff, SpawnError};
 pub use gc::GcGuard;
 #[cfg(feature = "tokio")]
 pub use gc::GcTaskGuard;
