@@ -25,6 +25,7 @@ use crate::gc::GcTaskGuard;
 use crate::gc::{self, Amortized, GcGuard};
 use crate::growth::Growth;
 use crate::inspect::{self, EntryView, Stats};
+use crate::outage::{self, KeyWatch};
 use crate::rules::{self, Staleness};
 use crate::settings::Settings;
 use crate::snapshot::{self, Snapshot};
@@ -74,6 +75,8 @@ pub struct Backoff<K, C: Clock = StdClock, S = DefaultHashBuilder> {
     growth: Growth,
     expiry: Expiry<C::Instant>,
     amortized: Option<Amortized>,
+    /// Outage detection, when the builder turned it on.
+    outage: Option<Box<KeyWatch>>,
 }
 
 // Making a manager.
@@ -185,6 +188,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             growth: p.growth,
             expiry: p.expiry,
             amortized: p.amortized,
+            outage: p.outage,
         })
     }
 }
@@ -223,7 +227,8 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.next_at(key, Some(self.tick(event_time)))
+        self.fail_at(key, Some(self.tick(event_time)), false)
+            .unwrap_or_else(|wait| wait)
     }
 
     /// client-go's `Get`: the key's current backoff, or zero if it has no
@@ -279,11 +284,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
-            self.store.get(key).is_some_and(|entry| {
-                rules::in_backoff_since(stale, entry, self.tick(event_time), self.now_tick())
-            })
-        })
+        self.remaining_since(key, event_time).is_some()
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event_time` falls
@@ -311,11 +312,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
-            self.store.get(key).is_some_and(|entry| {
-                rules::in_backoff_since_update(stale, entry, self.tick(event_time))
-            })
-        })
+        self.remaining(key, event_time).is_some()
     }
 
     /// client-go's `Reset` and `DeleteEntry` (the same operation there):
@@ -337,6 +334,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.expiry.enter();
+        outage::success(self.outage.as_deref(), key, || self.now_tick());
         self.store.remove(key)
     }
 
@@ -419,7 +417,8 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.gate_at(key, Some(self.tick(now)))
+        self.fail_at(key, Some(self.tick(now)), true)
+            .map_err(|remaining| InBackoff { remaining })
     }
 
     /// [`try_next`](Self::try_next) at the manager's own clock's now: the
@@ -446,7 +445,8 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.gate_at(key, None)
+        self.fail_at(key, None, true)
+            .map_err(|remaining| InBackoff { remaining })
     }
 
     /// [`next`](Self::next) with the manager's own clock's now as the event
@@ -469,7 +469,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.next_at(key, None)
+        self.fail_at(key, None, false).unwrap_or_else(|wait| wait)
     }
 
     /// The wait left at `now` before the key's backoff window (started at
@@ -499,8 +499,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry
-            .judged(|stale| rules::remaining(stale, self.store.get(key)?, self.tick(now)))
+        let now = self.tick(now);
+        let own = self
+            .expiry
+            .judged(|stale| rules::remaining(stale, self.store.get(key)?, now));
+        outage::wait(self.outage.as_deref(), &self.store, key, now, own)
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -540,14 +543,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
-            rules::remaining_since(
-                stale,
-                self.store.get(key)?,
-                self.tick(event_time),
-                self.now_tick(),
-            )
-        })
+        let now = self.now_tick();
+        let own = self.expiry.judged(|stale| {
+            rules::remaining_since(stale, self.store.get(key)?, self.tick(event_time), now)
+        });
+        outage::wait(self.outage.as_deref(), &self.store, key, now, own)
     }
 
     /// How many times `next` advanced the key's entry since it was created
@@ -863,7 +863,8 @@ where
     /// ```
     pub fn stats(&self) -> Stats {
         self.expiry.enter();
-        inspect::stats(&self.store, self.now_tick(), &self.expiry)
+        let stats = inspect::stats(&self.store, self.now_tick(), &self.expiry);
+        outage::stats(self.outage.as_deref(), stats)
     }
 
     /// A copy of every entry with wall-clock last-update times, taking
@@ -1000,46 +1001,37 @@ where
         self.tick(self.clock.now())
     }
 
-    /// `next` at `event`, or at the clock's now read under the key's lock
-    /// (one clock read) when `event` is `None`.
+    /// A failure at `event`, or at the clock's now read under the key's
+    /// lock (one clock read) when `event` is `None`: `next` (the new
+    /// backoff), or the gate (`gate`: `Err` with the wait left while the
+    /// key is in backoff), through outage detection when it is on.
     #[inline]
-    fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
+    fn fail_at<Q>(&self, key: &Q, event: Option<Tick>, gate: bool) -> Result<Duration, Duration>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let written = self.write(key, |old, now, stale| {
-            Ok::<_, std::convert::Infallible>(rules::next_entry(
-                &self.growth,
-                stale,
-                old,
-                event.unwrap_or(now),
-                now,
-            ))
-        });
-        match written {
-            Ok(entry) => entry.backoff(),
-        }
+        let write = || {
+            self.write(key, |old, now, stale| {
+                let (growth, event) = (&self.growth, event.unwrap_or(now));
+                if gate {
+                    rules::gate(growth, stale, old, event, now)
+                } else {
+                    Ok(rules::next_entry(growth, stale, old, event, now))
+                }
+            })
+        };
+        let parts = (&self.store, &self.expiry);
+        outage::failure(
+            self.outage.as_deref(),
+            parts,
+            key,
+            || self.now_tick(),
+            write,
+        )
     }
 
-    /// The gate at `event`, or at the clock's now read under the key's lock
-    /// when `event` is `None`.
-    #[inline]
-    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-    {
-        self.write(key, |old, now, stale| {
-            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now)
-                .map_err(|remaining| InBackoff { remaining })
-        })
-        .map(Entry::backoff)
-    }
-
-    /// One write through the store, counted for amortised GC.
     #[inline]
     fn write<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
     where

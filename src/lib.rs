@@ -131,6 +131,7 @@ mod expiry;
 mod gc;
 mod growth;
 mod inspect;
+mod observe;
 mod outage;
 pub mod retry;
 mod rules;

@@ -84,18 +84,11 @@ pub(crate) fn remaining(
     positive_nanos(i128::from(entry.backoff_ns()) - at.since(entry.last_update()))
 }
 
-/// client-go's `IsInBackOffSinceUpdate`.
-#[inline]
-pub(crate) fn in_backoff_since_update(
-    stale: &(impl Staleness + ?Sized),
-    entry: Entry,
-    event: Tick,
-) -> bool {
-    remaining(stale, entry, event).is_some()
-}
-
 /// The wait left at `now` of a backoff counted from `event`:
 /// `backoff − (now − event)` while positive, unless stale as of `event`.
+///
+/// This is client-go's `IsInBackOffSince(event)` with the amount:
+/// `now − event < backoff`.
 #[inline]
 pub(crate) fn remaining_since(
     stale: &(impl Staleness + ?Sized),
@@ -107,18 +100,6 @@ pub(crate) fn remaining_since(
         return None;
     }
     positive_nanos(i128::from(entry.backoff_ns()) - now.since(event))
-}
-
-/// client-go's `IsInBackOffSince`: `now − event < backoff`, unless stale as
-/// of `event`; that is, a wait is left counted from `event`.
-#[inline]
-pub(crate) fn in_backoff_since(
-    stale: &(impl Staleness + ?Sized),
-    entry: Entry,
-    event: Tick,
-    now: Tick,
-) -> bool {
-    remaining_since(stale, entry, event, now).is_some()
 }
 
 /// The gate: refuse with the remaining wait if `old` is in backoff at
@@ -211,8 +192,8 @@ mod tests {
         // Before the last update: in backoff by more than the backoff.
         assert_eq!(remaining(&W, x, Tick(0)), Some(Duration::from_nanos(40)));
         // Even a zero backoff is in backoff for an earlier event.
-        assert!(in_backoff_since_update(&W, e(10, 0, 1), Tick(9)));
-        assert!(!in_backoff_since_update(&W, e(10, 0, 1), Tick(10)));
+        assert!(remaining(&W, e(10, 0, 1), Tick(9)).is_some());
+        assert!(remaining(&W, e(10, 0, 1), Tick(10)).is_none());
         // Stale: not in backoff, whatever the window says.
         assert_eq!(remaining(&Window(5), e(0, 1_000, 1), Tick(6)), None);
     }
@@ -220,11 +201,11 @@ mod tests {
     #[test]
     fn in_backoff_since_counts_from_the_event() {
         let x = e(0, 30, 1);
-        assert!(in_backoff_since(&W, x, Tick(50), Tick(79)));
-        assert!(!in_backoff_since(&W, x, Tick(50), Tick(80)));
+        assert!(remaining_since(&W, x, Tick(50), Tick(79)).is_some());
+        assert!(remaining_since(&W, x, Tick(50), Tick(80)).is_none());
         // An event in the future is in backoff; its staleness is judged on it.
-        assert!(in_backoff_since(&W, x, Tick(90), Tick(0)));
-        assert!(!in_backoff_since(&W, x, Tick(101), Tick(0)));
+        assert!(remaining_since(&W, x, Tick(90), Tick(0)).is_some());
+        assert!(remaining_since(&W, x, Tick(101), Tick(0)).is_none());
     }
 
     #[test]

@@ -5,15 +5,24 @@
 use std::path::Path;
 use std::time::Duration;
 
-use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock, MockInstant};
+use keyed_backoff::{Backoff, OutageSettings};
 use keyed_backoff_testkit::clientgo::{int, nanos, traces};
 use serde_json::Value;
 
-/// Builds the manager a trace's config line describes, on a fresh mock clock.
-fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {
+/// Builds the manager a trace's config line describes, on a fresh mock clock,
+/// with outage detection when `outage` is given.
+fn manager(
+    config: &Value,
+    clock: &MockClock,
+    outage: Option<OutageSettings>,
+) -> Backoff<String, MockClock> {
     let (initial, max) = (nanos(config, "initial_ns"), nanos(config, "max_ns"));
     let builder = keyed_backoff_testkit::builder(initial, max, clock);
+    let builder = match outage {
+        Some(settings) => builder.outage(settings),
+        None => builder,
+    };
     match config.get("expire_after_ns") {
         // client-go's HasExpiredFunc, written as a closure over instants.
         Some(window) => {
@@ -30,7 +39,7 @@ fn manager(config: &Value, clock: &MockClock) -> Backoff<String, MockClock> {
 }
 
 /// Replays one trace; returns the number of results checked.
-fn replay(path: &Path) -> usize {
+fn replay(path: &Path, outage: Option<OutageSettings>) -> usize {
     let text = std::fs::read_to_string(path).expect("read trace");
     let mut lines = text
         .lines()
@@ -39,7 +48,7 @@ fn replay(path: &Path) -> usize {
     let (_, first) = lines.next().expect("config line");
     let first: Value = serde_json::from_str(first).expect("config json");
     let clock = MockClock::new();
-    let backoff = manager(&first["config"], &clock);
+    let backoff = manager(&first["config"], &clock, outage);
     let start = clock.now();
     let at = |v: &Value| start.offset_by_nanos(int(v, "event_ns"));
     let mut checked = 0;
@@ -83,6 +92,9 @@ fn replay(path: &Path) -> usize {
             other => panic!("{whence}: unknown op {other}"),
         }
     }
+    if outage.is_some() {
+        assert_eq!(backoff.stats().outages, 0, "{}", path.display());
+    }
     checked
 }
 
@@ -96,9 +108,21 @@ fn every_clientgo_trace_replays_exactly() {
     );
     let mut checked = 0;
     for path in &paths {
-        checked += replay(path);
+        checked += replay(path, None);
     }
     // Every trace must contribute checks; a silently empty replay would pass.
+    assert!(checked > 2_000, "only {checked} results checked");
+}
+
+#[test]
+fn every_clientgo_trace_replays_exactly_with_outage_detection_on_and_no_outage() {
+    // A trace has at most six keys, fewer than an outage needs: detection
+    // watches every failure and success (each `reset` counts as one) and
+    // must change nothing.
+    let checked: usize = traces()
+        .iter()
+        .map(|path| replay(path, Some(OutageSettings::default())))
+        .sum();
     assert!(checked > 2_000, "only {checked} results checked");
 }
 
@@ -123,7 +147,7 @@ fn fixed_window_expiry_matches_the_closure_on_extra_traces() {
                 .expire_after(Duration::from_nanos(window))
                 .build()
                 .expect("valid");
-        let closure = manager(config, &clock);
+        let closure = manager(config, &clock, None);
         let start = clock.now();
         for line in text.lines().skip(1) {
             let op: Value = serde_json::from_str(line).expect("op");

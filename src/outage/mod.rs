@@ -20,17 +20,20 @@
 //!   level.
 //!
 //! Each part is a pure rule over times on one line (durations from any
-//! fixed origin): no clock, lock or map. `docs/outage.md` has the whole
-//! rule, what it can mistake for an outage, and its knobs.
-
-// The rules are wired into the manager by the builder's `outage` setting.
-#![allow(dead_code)]
+//! fixed origin): no clock, lock or map. The `watch` holds their state and
+//! the keys held behind one lock; the `hooks` are what the manager calls at
+//! each operation. `docs/outage.md` has the whole rule, what it can mistake
+//! for an outage, and its knobs.
 
 mod detector;
 mod held;
+mod hooks;
 mod ladder;
 mod release;
 mod settings;
 mod watch;
 
 pub use settings::OutageSettings;
+
+pub(crate) use hooks::{KeyWatch, failure, stats, success, wait};
+pub(crate) use watch::Event;

@@ -126,12 +126,22 @@ impl<L: Copy> Watch<L> {
         self.decide(key, at, level, true, events)
     }
 
-    /// A failure the manager wrote at `at`; `fresh` when it started the
-    /// key's ladder.
-    pub(crate) fn failed(&self, fresh: bool, at: Duration, mut events: impl FnMut(Event)) {
+    /// A failure of `key` the manager wrote at `at`; `fresh` when it
+    /// started the key's ladder.
+    pub(crate) fn failed<Q: Hash + ?Sized>(
+        &self,
+        key: &Q,
+        fresh: bool,
+        at: Duration,
+        mut events: impl FnMut(Event),
+    ) {
+        let outcome = match fresh {
+            true => Outcome::Fresh(self.hasher.hash_one(key)),
+            false => Outcome::Failure,
+        };
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
-        if let Some(Change::Began) = inner.detector.record(Outcome::Failure { fresh }, at) {
+        if let Some(Change::Began) = inner.detector.record(outcome, at) {
             let counts = inner.detector.declared();
             self.begin(inner, at);
             events(Event::Began(counts));
@@ -187,7 +197,7 @@ impl<L: Copy> Watch<L> {
         let inner = &mut *inner;
         if failure && matches!(inner.phase, Phase::Outage(_)) {
             // Any failure seen during an outage breaks a run of successes.
-            inner.detector.record(Outcome::Failure { fresh: false }, at);
+            inner.detector.record(Outcome::Failure, at);
         }
         let hash = self.hasher.hash_one(key);
         match &mut inner.phase {
@@ -289,8 +299,8 @@ mod tests {
     /// Declares an outage at 1 s; returns the events seen.
     fn declare(w: &Watch<Option<u32>>) -> Vec<Event> {
         let mut seen = Vec::new();
-        for _ in 0..3 {
-            w.failed(true, ms(1_000), |e| seen.push(e));
+        for k in 100..103u32 {
+            w.failed(&k, true, ms(1_000), |e| seen.push(e));
         }
         seen
     }
@@ -306,8 +316,9 @@ mod tests {
     fn nothing_is_held_until_an_outage_is_declared() {
         let w = watch();
         assert_eq!(w.ask(&1, ms(0), || None, |_| {}), Verdict::Free);
-        w.failed(true, ms(0), |_| {});
-        w.failed(true, ms(0), |_| {});
+        w.failed(&200, true, ms(0), |_| {});
+        // The same key again is not a second key.
+        w.failed(&200, true, ms(0), |_| {});
         assert!(!w.active());
         let seen = declare(&w);
         assert!(matches!(seen[..], [Event::Began(c)] if c.fresh_failures == 3));
@@ -414,8 +425,8 @@ mod tests {
             Verdict::Released { .. }
         ));
         assert_eq!(until(w.ask(&1, ms(5_000), || None, |_| {})), ms(5_100));
-        for _ in 0..3 {
-            w.failed(true, ms(5_050), |_| {});
+        for k in 300..303u32 {
+            w.failed(&k, true, ms(5_050), |_| {});
         }
         assert!(w.tally().in_outage);
         // Key 0 was let go: held anew at its level now. Keys 1 and 2 were
@@ -442,8 +453,8 @@ mod tests {
             .min_failing_keys(3)
             .recovery_successes(2);
         let w: Watch<()> = Watch::new(settings, 1);
-        for _ in 0..3 {
-            w.failed(true, ms(0), |_| {});
+        for k in 0..3u32 {
+            w.failed(&k, true, ms(0), |_| {});
         }
         w.ask(&1, ms(10), || (), |_| {});
         assert_eq!(w.tally().held, 1);

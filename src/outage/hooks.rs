@@ -1,0 +1,149 @@
+//! The manager's hooks: what [`Backoff`](crate::Backoff) calls at each
+//! operation when outage detection is on. Each asks the watch about the
+//! key, then lets the manager's own rules and store do the rest; with
+//! detection off (`watch` is `None`), each is the manager's own operation
+//! and nothing more.
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use super::watch::{Verdict, Watch};
+use crate::clock::ClockInstant;
+use crate::entry::{Entry, Tick};
+use crate::expiry::Expiry;
+use crate::inspect::Stats;
+use crate::observe;
+use crate::rules;
+use crate::store::Store;
+
+/// The watch of a manager: held keys remember their own entry.
+pub(crate) type KeyWatch = Watch<Option<Entry>>;
+
+/// `t` on the outage's time line: time since the manager's epoch, never
+/// negative.
+fn line(t: Tick) -> Duration {
+    Duration::from_nanos(u64::try_from(t.0).unwrap_or(0))
+}
+
+/// A failure of `key`, written by `write` (the manager's own rule, `Err`
+/// with the wait left when the gate refuses). During an outage a held key
+/// is answered by the outage instead: `Ok` with its wait when the failure
+/// counts (its turn), `Err` when it came out of turn; its entry is not
+/// touched. A key let go after an outage gets its own level back first.
+/// Every written failure is told to the watch.
+#[inline]
+pub(crate) fn failure<K, S, I, Q>(
+    watch: Option<&KeyWatch>,
+    (store, expiry): (&Store<K, S>, &Expiry<I>),
+    key: &Q,
+    now: impl Fn() -> Tick,
+    write: impl FnOnce() -> Result<Entry, Duration>,
+) -> Result<Duration, Duration>
+where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    S: BuildHasher + Clone,
+    I: ClockInstant,
+    Q: Hash + Eq + ToOwned + ?Sized,
+    Q::Owned: Into<K>,
+{
+    let Some(watch) = watch else {
+        return write().map(Entry::backoff);
+    };
+    let now = now();
+    match watch.before_failure(key, line(now), || store.get(key), observe::outage) {
+        Verdict::Held { until, counted } => {
+            let own = expiry.judged(|stale| rules::remaining(stale, store.get(key)?, now));
+            let wait = own.unwrap_or_default().max(until.saturating_sub(line(now)));
+            return if counted { Ok(wait) } else { Err(wait) };
+        }
+        Verdict::Released { level } => give_back(store, expiry, key, level, now),
+        Verdict::Free => {}
+    }
+    let entry = write()?;
+    watch.failed(key, entry.attempts() == 1, line(now), observe::outage);
+    Ok(entry.backoff())
+}
+
+/// Puts a let-go key's own level back if its entry expired or was
+/// collected during the outage, with its window just ended at `now`: its
+/// next failure climbs from there.
+fn give_back<K, S, I, Q>(
+    store: &Store<K, S>,
+    expiry: &Expiry<I>,
+    key: &Q,
+    level: Option<Entry>,
+    now: Tick,
+) where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    S: BuildHasher + Clone,
+    I: ClockInstant,
+    Q: Hash + Eq + ToOwned + ?Sized,
+    Q::Owned: Into<K>,
+{
+    let Some(level) = level else { return };
+    let _ = store.write(
+        key,
+        expiry,
+        || now,
+        |old, now, stale| match old {
+            Some(e) if !rules::expired(stale, e, now) => Err(()),
+            _ => Ok(Entry::new(
+                now.plus(-i128::from(level.backoff_ns())),
+                level.backoff_ns(),
+                level.attempts(),
+            )),
+        },
+    );
+}
+
+/// The longer of a key's own wait `own` and the outage's wait for it at
+/// `at`, if an outage holds it (asking may hold it, or give it its time to
+/// go after the outage).
+#[inline]
+pub(crate) fn wait<K, S, Q>(
+    watch: Option<&KeyWatch>,
+    store: &Store<K, S>,
+    key: &Q,
+    at: Tick,
+    own: Option<Duration>,
+) -> Option<Duration>
+where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    S: BuildHasher + Clone,
+    Q: Hash + Eq + ?Sized,
+{
+    let Some(watch) = watch.filter(|w| w.active()) else {
+        return own;
+    };
+    match watch.ask(key, line(at), || store.get(key), observe::outage) {
+        Verdict::Held { until, .. } => {
+            let held = until.saturating_sub(line(at));
+            Some(own.map_or(held, |own| own.max(held)))
+        }
+        Verdict::Free | Verdict::Released { .. } => own,
+    }
+}
+
+/// A success of `key` (a `reset`) at `now`, told to the watch.
+#[inline]
+pub(crate) fn success<Q: Hash + ?Sized>(
+    watch: Option<&KeyWatch>,
+    key: &Q,
+    now: impl FnOnce() -> Tick,
+) {
+    if let Some(watch) = watch {
+        watch.succeeded(key, line(now()), observe::outage);
+    }
+}
+
+/// `stats` with the watch's counters.
+pub(crate) fn stats(watch: Option<&KeyWatch>, mut stats: Stats) -> Stats {
+    if let Some(watch) = watch {
+        let tally = watch.tally();
+        stats.in_outage = tally.in_outage;
+        stats.held = tally.held;
+        stats.outages = tally.outages;
+    }
+    stats
+}

@@ -1,0 +1,85 @@
+//! After an outage: every held key goes again within seconds, at a bounded
+//! rate, and a key broken on its own climbs on from where it stood.
+
+use std::time::Duration;
+
+use keyed_backoff::OutageSettings;
+
+use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, run_with, secs};
+
+#[test]
+fn every_held_key_goes_within_15_s_of_recovery_at_the_release_rate() {
+    for (name, rule, down, rate) in [
+        ("kubelet", KUBELET, 300, 200.0),
+        ("kubelet", KUBELET, 600, 200.0),
+        ("controller-runtime", CONTROLLER_RUNTIME, 120, 200.0),
+        ("controller-runtime", CONTROLLER_RUNTIME, 120, 100.0),
+    ] {
+        let fleet = Fleet {
+            keys: 1_000,
+            broken_every: 0,
+            down: secs(0)..secs(down),
+            period: None,
+            stagger: Duration::ZERO,
+            end: secs(down + 1_200),
+        };
+        let up = fleet.down.end;
+        let off = run_with(&fleet, rule, None);
+        let settings = OutageSettings::default().release_rate(rate);
+        let on = run_with(&fleet, rule, Some(settings));
+        let last = |firsts: Vec<Option<Duration>>| {
+            firsts
+                .into_iter()
+                .map(|t| t.expect("every key succeeds") - up)
+                .max()
+                .unwrap()
+        };
+        let (last_off, last_on) = (
+            last(off.first_successes(fleet.keys, up)),
+            last(on.first_successes(fleet.keys, up)),
+        );
+        let ended = on.ended.expect("the outage ended");
+        // The success that ended the outage was a probe's; the release follows.
+        let busiest_off = off.busiest_second(|t| t >= up);
+        let busiest_on = on.busiest_second(|t| t > ended);
+        eprintln!(
+            "{name}, {down} s outage, release at {rate}/s: last first success {last_off:?} after recovery without outage detection, {last_on:?} with it (ended {:?} after recovery); busiest second {busiest_off} without, {busiest_on} with",
+            ended - up
+        );
+        assert!(last_on <= secs(15), "{name} {down} s: {last_on:?}");
+        assert!(
+            busiest_on as f64 <= rate,
+            "{name} {down} s: {busiest_on} in a second"
+        );
+    }
+}
+
+#[test]
+fn a_key_broken_on_its_own_climbs_on_from_its_level_before_the_outage() {
+    // Key 0 fails on its own throughout; the 999 others' work comes every
+    // 30 s. The 10-minute outage is longer than the key's reset window
+    // (600 s): left alone, its entry would expire and start over.
+    let fleet = |down| Fleet {
+        keys: 1_000,
+        broken_every: 1_000,
+        down,
+        period: Some(secs(30)),
+        stagger: secs(30),
+        end: secs(3_000),
+    };
+    let calm = run_with(
+        &fleet(secs(0)..secs(0)),
+        KUBELET,
+        Some(OutageSettings::default()),
+    );
+    let outage = fleet(secs(45)..secs(645));
+    let stormy = run_with(&outage, KUBELET, Some(OutageSettings::default()));
+    assert_eq!((calm.outages, stormy.outages), (0, 1));
+    let (calm, stormy) = (&calm.own[0], &stormy.own[0]);
+    // Before the outage: 10, 20, 40 s; after it, on from 80 s, as if it had
+    // not happened.
+    let n = stormy.len().min(calm.len());
+    assert!(n >= 8, "{stormy:?}");
+    assert_eq!(stormy[..n], calm[..n]);
+    assert_eq!(stormy.last(), Some(&secs(300)));
+}
