@@ -3,5 +3,6 @@
 
 mod detection;
 mod holding;
+mod observe;
 mod recovery;
 mod sim;
