@@ -6,7 +6,7 @@ use std::time::Duration;
 use keyed_backoff::OutageSettings;
 use keyed_backoff::clock::{Clock, MockClock};
 
-use crate::sim::{KUBELET, manager, secs};
+use crate::sim::{KUBELET, manager};
 
 /// An outage of three keys that holds five more, ends at 10 s, and whose
 /// release is over by 20 s (two 4 s steps and five keys at 200 a second).
@@ -23,13 +23,13 @@ fn an_outage_and_its_release(clock: &MockClock) -> keyed_backoff::Backoff<String
     for k in 0..5 {
         assert!(b.remaining(&format!("held-{k}"), clock.now()).is_some());
     }
-    clock.advance(secs(10));
+    clock.advance(crate::sim::secs(10));
     b.reset("recovered-a");
     b.reset("recovered-b");
     for k in 0..5 {
         b.remaining(&format!("held-{k}"), clock.now());
     }
-    clock.advance(secs(10));
+    clock.advance(crate::sim::secs(10));
     assert_eq!(b.remaining("held-0", clock.now()), None);
     assert_eq!(b.stats().held, 0);
     b
