@@ -7,6 +7,7 @@
 //! `docs/semantics.md` for every behaviour side by side with client-go.
 
 use std::borrow::Borrow;
+use std::convert::Infallible;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
@@ -227,8 +228,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.fail_at(key, Some(self.tick(event_time)), false)
-            .unwrap_or_else(|wait| wait)
+        self.next_at(key, Some(self.tick(event_time)))
     }
 
     /// client-go's `Get`: the key's current backoff, or zero if it has no
@@ -417,8 +417,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.fail_at(key, Some(self.tick(now)), true)
-            .map_err(|remaining| InBackoff { remaining })
+        self.gate_at(key, Some(self.tick(now)))
     }
 
     /// [`try_next`](Self::try_next) at the manager's own clock's now: the
@@ -445,8 +444,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.fail_at(key, None, true)
-            .map_err(|remaining| InBackoff { remaining })
+        self.gate_at(key, None)
     }
 
     /// [`next`](Self::next) with the manager's own clock's now as the event
@@ -469,7 +467,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.fail_at(key, None, false).unwrap_or_else(|wait| wait)
+        self.next_at(key, None)
     }
 
     /// The wait left at `now` before the key's backoff window (started at
@@ -494,16 +492,16 @@ where
     /// assert_eq!(b.remaining("k", clock.now()), None);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
+    #[inline]
     pub fn remaining<Q>(&self, key: &Q, now: C::Instant) -> Option<Duration>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let now = self.tick(now);
-        let own = self
-            .expiry
-            .judged(|stale| rules::remaining(stale, self.store.get(key)?, now));
-        outage::wait(self.outage.as_deref(), &self.store, key, now, own)
+        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, now);
+        let own = self.expiry.judged(own);
+        outage::wait(&self.outage, &self.store, key, now, own)
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -538,16 +536,17 @@ where
     /// assert!(!b.is_in_backoff_since("c", exit));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
+    #[inline]
     pub fn remaining_since<Q>(&self, key: &Q, event_time: C::Instant) -> Option<Duration>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now_tick();
-        let own = self.expiry.judged(|stale| {
-            rules::remaining_since(stale, self.store.get(key)?, self.tick(event_time), now)
-        });
-        outage::wait(self.outage.as_deref(), &self.store, key, now, own)
+        let (event, now) = (self.tick(event_time), self.now_tick());
+        let own =
+            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
+        let own = self.expiry.judged(own);
+        outage::wait(&self.outage, &self.store, key, now, own)
     }
 
     /// How many times `next` advanced the key's entry since it was created
@@ -1001,35 +1000,46 @@ where
         self.tick(self.clock.now())
     }
 
-    /// A failure at `event`, or at the clock's now read under the key's
-    /// lock (one clock read) when `event` is `None`: `next` (the new
-    /// backoff), or the gate (`gate`: `Err` with the wait left while the
-    /// key is in backoff), through outage detection when it is on.
+    /// `next` at `event`, or at the clock's now read under the key's lock
+    /// (one clock read) when `event` is `None`; through outage detection
+    /// when it is on (out of line, so that this path stays small).
     #[inline]
-    fn fail_at<Q>(&self, key: &Q, event: Option<Tick>, gate: bool) -> Result<Duration, Duration>
+    fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        let write = || {
-            self.write(key, |old, now, stale| {
-                let (growth, event) = (&self.growth, event.unwrap_or(now));
-                if gate {
-                    rules::gate(growth, stale, old, event, now)
-                } else {
-                    Ok(rules::next_entry(growth, stale, old, event, now))
-                }
-            })
+        let next = |old, now, stale: &dyn Staleness| {
+            rules::next_entry(&self.growth, stale, old, event.unwrap_or(now), now)
         };
-        let parts = (&self.store, &self.expiry);
-        outage::failure(
-            self.outage.as_deref(),
-            parts,
-            key,
-            || self.now_tick(),
-            write,
-        )
+        let Some(w) = self.outage.as_deref() else {
+            let Ok(entry) = self.write(key, |o, n, s| Ok::<_, Infallible>(next(o, n, s)));
+            return entry.backoff();
+        };
+        let write = || self.write(key, |o, n, s| Ok(next(o, n, s)));
+        let own = (&self.store, &self.expiry);
+        outage::failure(w, own, key, self.now_tick(), write).unwrap_or_else(|wait| wait)
+    }
+
+    /// The gate at `event`, or at the clock's now read under the key's lock
+    /// when `event` is `None`; through outage detection when it is on.
+    #[inline]
+    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let gate = |old, now, stale: &dyn Staleness| {
+            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now)
+        };
+        let write = || self.write(key, gate);
+        match self.outage.as_deref() {
+            None => self.write(key, gate).map(Entry::backoff),
+            Some(w) => outage::failure(w, (&self.store, &self.expiry), key, self.now_tick(), write),
+        }
+        .map_err(|remaining| InBackoff { remaining })
     }
 
     #[inline]

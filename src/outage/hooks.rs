@@ -26,18 +26,19 @@ fn line(t: Tick) -> Duration {
     Duration::from_nanos(u64::try_from(t.0).unwrap_or(0))
 }
 
-/// A failure of `key`, written by `write` (the manager's own rule, `Err`
-/// with the wait left when the gate refuses). During an outage a held key
+/// A failure of `key` at `now` with detection on, written by `write` (the
+/// manager's own rule, `Err` with the wait left when the gate refuses).
+/// During an outage a held key
 /// is answered by the outage instead: `Ok` with its wait when the failure
 /// counts (its turn), `Err` when it came out of turn; its entry is not
 /// touched. A key let go after an outage gets its own level back first.
 /// Every written failure is told to the watch.
-#[inline]
+#[inline(never)]
 pub(crate) fn failure<K, S, I, Q>(
-    watch: Option<&KeyWatch>,
+    watch: &KeyWatch,
     (store, expiry): (&Store<K, S>, &Expiry<I>),
     key: &Q,
-    now: impl Fn() -> Tick,
+    now: Tick,
     write: impl FnOnce() -> Result<Entry, Duration>,
 ) -> Result<Duration, Duration>
 where
@@ -47,10 +48,6 @@ where
     Q: Hash + Eq + ToOwned + ?Sized,
     Q::Owned: Into<K>,
 {
-    let Some(watch) = watch else {
-        return write().map(Entry::backoff);
-    };
-    let now = now();
     match watch.before_failure(key, line(now), || store.get(key), observe::outage) {
         Verdict::Held { until, counted } => {
             let own = expiry.judged(|stale| rules::remaining(stale, store.get(key)?, now));
@@ -97,12 +94,13 @@ fn give_back<K, S, I, Q>(
     );
 }
 
-/// The longer of a key's own wait `own` and the outage's wait for it at
-/// `at`, if an outage holds it (asking may hold it, or give it its time to
-/// go after the outage).
+/// A key's own wait `own` at `at`, or when it has none, the outage's wait
+/// for it if an outage holds it (asking may hold it, or give it its time
+/// to go after the outage). A key in its own backoff is not asked about:
+/// it cannot go anyway, and asking could take a probe's turn.
 #[inline]
 pub(crate) fn wait<K, S, Q>(
-    watch: Option<&KeyWatch>,
+    watch: &Option<Box<KeyWatch>>,
     store: &Store<K, S>,
     key: &Q,
     at: Tick,
@@ -113,15 +111,23 @@ where
     S: BuildHasher + Clone,
     Q: Hash + Eq + ?Sized,
 {
-    let Some(watch) = watch.filter(|w| w.active()) else {
-        return own;
-    };
+    match watch {
+        Some(watch) if own.is_none() && watch.active() => held(watch, store, key, at),
+        _ => own,
+    }
+}
+
+/// The outage's wait for `key` at `at`, if it holds the key.
+#[inline(never)]
+fn held<K, S, Q>(watch: &KeyWatch, store: &Store<K, S>, key: &Q, at: Tick) -> Option<Duration>
+where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    S: BuildHasher + Clone,
+    Q: Hash + Eq + ?Sized,
+{
     match watch.ask(key, line(at), || store.get(key), observe::outage) {
-        Verdict::Held { until, .. } => {
-            let held = until.saturating_sub(line(at));
-            Some(own.map_or(held, |own| own.max(held)))
-        }
-        Verdict::Free | Verdict::Released { .. } => own,
+        Verdict::Held { until, .. } => Some(until.saturating_sub(line(at))),
+        Verdict::Free | Verdict::Released { .. } => None,
     }
 }
 
