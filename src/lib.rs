@@ -76,6 +76,19 @@
 //! [`Backoff::snapshot`] and [`Backoff::restore`] carry state across
 //! restarts; [`Backoff::stats`] and [`Backoff::dump`] serve debug endpoints.
 //!
+//! ## When one dependency is down: outage-aware backoff
+//!
+//! Per-key backoff assumes keys fail on their own. When the API server or a
+//! webhook is down, every key fails at once, each ladder climbs to its cap in
+//! lockstep, and recovery waits for the cap or comes as one herd. With
+//! [`BackoffBuilder::outage`] (off by default), the manager tells a shared
+//! outage from keys failing on their own: during one, no key climbs its own
+//! ladder, every key waits on one short shared ladder and only a few probe;
+//! when successes return ([`Backoff::reset`] counts as one), the held keys
+//! are let go at a bounded rate, each at its own level from before the
+//! outage. [`OutageSettings`] has the knobs; `docs/outage.md` the rule and
+//! what it can mistake for an outage.
+//!
 //! ## Beyond the keyed manager
 //!
 //! - [`strategy`]: the delay formulas users compare (constant, linear,
@@ -97,6 +110,8 @@
 //! |---|---|
 //! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
+//! | `tracing` | events (target `keyed_backoff`) for GC sweeps, contained expiry panics and outages |
+//! | `metrics` | outage counters, gauge and histogram through the `metrics` facade |
 //!
 //! Companion crates, each with its own version: `keyed-backoff-redis` (one
 //! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`

@@ -25,8 +25,8 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 ///
 /// | setting | default | what it decides |
 /// |---|---|---|
-/// | [`window`](Self::window) | 30 s | how far back the detector looks |
-/// | [`min_failing_keys`](Self::min_failing_keys) | 20 | keys that must newly fail within the window |
+/// | [`window`](Self::window) | 30 s | the longest span of the fresh failures that declare an outage |
+/// | [`min_failing_keys`](Self::min_failing_keys) | 20 | distinct keys that must newly fail within the window |
 /// | [`max_success_ratio`](Self::max_success_ratio) | 0.1 | the largest share of successes that still looks like an outage |
 /// | [`recovery_successes`](Self::recovery_successes) | 2 | successes in a row that end an outage |
 /// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every held key shares |
@@ -37,10 +37,10 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 ///
 /// - **An outage is declared when at least 20 keys newly fail within 30 s
 ///   while at most one outcome in ten succeeds.** A key *newly* fails when
-///   its failure starts its ladder (no entry, or an expired one): a key
-///   that keeps failing for its own reason counts once, so a few broken
-///   objects retrying on their ladders never add up to an outage, however
-///   long they fail. Twenty keys is more than the handful of objects a bad
+///   its failure starts its ladder (no entry, or an expired one), and keys
+///   are told apart: a key that keeps failing for its own reason counts
+///   once, so a few broken objects retrying on their ladders never add up
+///   to an outage, however long they fail. Twenty keys is more than the handful of objects a bad
 ///   edit usually breaks, and few enough that a controller of a hundred
 ///   objects sees its outages. Thirty seconds is long enough for a
 ///   controller reconciling a key per second to collect twenty failures,
@@ -53,10 +53,9 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 ///   during an outage, the dependency sees about three attempts every four
 ///   seconds however many keys wait, and the first success comes at most
 ///   one step (4 s) after the dependency is back.
-/// - **200 keys a second** lets a thousand held keys go in five seconds,
-///   about one-fifth of the time a thousand keys need at client-go's
-///   workqueue rate of ten a second, while no second sees more than 200
-///   of them.
+/// - **200 keys a second** lets a thousand held keys go in five seconds
+///   (client-go's workqueue limiter, ten a second, needs 100 s), while no
+///   second sees more than 200 of them.
 ///
 /// What the rule can mistake for an outage: twenty or more keys that start
 /// failing on their own within the window while nothing else succeeds (a
