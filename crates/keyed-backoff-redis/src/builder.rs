@@ -9,19 +9,11 @@ use keyed_backoff::draws::UnitDraws;
 use keyed_backoff::{Backoff, ConfigError, Settings};
 use redis::aio::ConnectionLike;
 
-use crate::RedisBackoff;
 use crate::fallback::Fallback;
-use crate::near::NearCache;
-use crate::script::Replicas;
-
-/// Where the store's now comes from.
-#[derive(Clone)]
-pub(crate) enum Now {
-    /// Redis `TIME`, in microseconds.
-    Redis,
-    /// A caller's clock, in nanoseconds since the store's epoch.
-    Caller(Arc<dyn Fn() -> i64 + Send + Sync>),
-}
+use crate::near_cache::NearCache;
+use crate::protocol::{Rule, TimeSource};
+use crate::store::RedisBackoff;
+use crate::transport::{Replicas, Transport};
 
 /// Builds a [`RedisBackoff`]; made by [`RedisBackoff::builder`].
 ///
@@ -47,7 +39,7 @@ pub struct RedisBackoffBuilder {
     settings: Settings,
     prefix: String,
     timeout: Duration,
-    now: Now,
+    time: TimeSource,
     fallback: Option<Duration>,
     near_cache: bool,
     replicas: Option<(u32, Duration)>,
@@ -59,7 +51,7 @@ impl fmt::Debug for RedisBackoffBuilder {
             .field("settings", &self.settings)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
-            .field("redis_time", &matches!(self.now, Now::Redis))
+            .field("redis_time", &matches!(self.time, TimeSource::Redis))
             .field("fallback", &self.fallback)
             .field("near_cache", &self.near_cache)
             .field("wait_for_replicas", &self.replicas)
@@ -213,7 +205,7 @@ impl RedisBackoffBuilder {
     /// ```
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
         let epoch = clock.now();
-        self.now = Now::Caller(Arc::new(move || clock.now().nanos_since(epoch)));
+        self.time = TimeSource::Caller(Arc::new(move || clock.now().nanos_since(epoch)));
         self
     }
 
@@ -283,23 +275,23 @@ impl RedisBackoffBuilder {
         // Redis forgets an entry once no operation can find it fresh: after
         // the window, plus `max` for checks whose event time lags behind.
         let mut ttl = window.saturating_add(max);
-        if matches!(self.now, Now::Caller(_)) {
+        if matches!(self.time, TimeSource::Caller(_)) {
             ttl = ttl.max(Duration::from_secs(86_400));
         }
         Ok(RedisBackoff {
-            conn,
+            transport: Transport::new(conn, timeout, replicas),
             prefix: self.prefix,
-            initial_ns: saturating_nanos(settings.initial()),
-            max_ns: saturating_nanos(max),
-            jitter: settings.jitter(),
-            window_ns: saturating_nanos(window),
-            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
-            timeout,
+            rule: Rule {
+                initial_ns: saturating_nanos(settings.initial()),
+                max_ns: saturating_nanos(max),
+                jitter: settings.jitter(),
+                window_ns: saturating_nanos(window),
+                ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
+            },
             draws: Arc::new(UnitDraws::new(seed)),
-            now: self.now,
+            time: self.time,
             fallback,
             near: self.near_cache.then(|| Arc::new(NearCache::new())),
-            replicas,
         })
     }
 }
@@ -330,7 +322,7 @@ impl RedisBackoff<()> {
             settings: Settings::new(initial, max),
             prefix: "keyed-backoff".to_string(),
             timeout: Duration::from_millis(250),
-            now: Now::Redis,
+            time: TimeSource::Redis,
             fallback: None,
             near_cache: false,
             replicas: None,

@@ -6,8 +6,8 @@ use std::time::Duration;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 use std::time::Instant;
 
-use crate::StoreError;
-use crate::script::{Op, Reply};
+use crate::error::StoreError;
+use crate::protocol::{Op, Reply};
 
 /// The `result` label of an operation.
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
