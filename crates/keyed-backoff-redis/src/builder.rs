@@ -17,11 +17,11 @@ use crate::transport::{Replicas, Transport};
 
 /// Builds a [`RedisBackoff`]; made by [`RedisBackoff::builder`].
 ///
-/// Defaults: no jitter, client-go's expiry (`2·max`), a random seed, the
-/// key prefix `keyed-backoff`, a 250 ms timeout per operation, Redis `TIME`,
-/// no fallback (a failure is an `Err`).
-/// Only fixed expiry windows exist here: a custom expiry function cannot run
-/// inside Redis.
+/// Defaults: no jitter, client-go's `expire_after` (`2·max`), a random
+/// seed, the key prefix `keyed-backoff`, a 250 ms timeout per operation,
+/// Redis `TIME` as the clock, no fallback (a failure is an `Err`), no near
+/// cache, no waiting for replicas. Only a fixed `expire_after` exists here:
+/// a custom expiry function cannot run inside Redis.
 ///
 /// ```
 /// use keyed_backoff_redis::RedisBackoff;
@@ -60,67 +60,37 @@ impl fmt::Debug for RedisBackoffBuilder {
 }
 
 impl RedisBackoffBuilder {
-    /// client-go's jitter factor: each step adds `U[0,1) · jitter ·
-    /// previous backoff` before the cap. Default 0; finite and `>= 0`.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.5);
-    /// ```
-    pub fn jitter(mut self, factor: f64) -> Self {
-        self.settings = self.settings.jitter(factor);
+    /// client-go's jitter: each step adds `U[0,1) · jitter · previous
+    /// backoff` before the cap. Finite and `>= 0`.
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.settings = self.settings.jitter(jitter);
         self
     }
 
-    /// Seed for the jitter draws (made in this client). Default: random.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).seed(7);
-    /// ```
+    /// Seed for the jitter draws (made in this client).
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings = self.settings.seed(seed);
         self
     }
 
-    /// Expiry after a fixed window: an entry untouched for longer starts
-    /// over. Default `2·max`. At most [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF).
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
-    ///     .expire_after(Duration::from_secs(600));
-    /// ```
-    pub fn expire_after(mut self, window: Duration) -> Self {
-        self.settings = self.settings.expire_after(window);
+    /// The window after which an untouched entry is forgotten (the next
+    /// failure starts over at `initial`). At most
+    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF).
+    pub fn expire_after(mut self, expire_after: Duration) -> Self {
+        self.settings = self.settings.expire_after(expire_after);
         self
     }
 
     /// Prefix of every Redis key: an entry for `k` lives at `prefix:k`.
-    /// Default `keyed-backoff`. Must not be empty.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).prefix("image-pull");
-    /// ```
+    /// Must not be empty.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// The longest an operation may take before it fails with
-    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut). Default 250 ms; from 1 ms to 1 hour.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .timeout(Duration::from_millis(50));
-    /// ```
+    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut): from 1 ms to 1
+    /// hour.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -131,15 +101,9 @@ impl RedisBackoffBuilder {
     /// is answered by an in-process [`Backoff`](keyed_backoff::Backoff) with the
     /// same settings (a circuit breaker), then Redis is tried again.
     /// Answers during that time are this process's alone, not the fleet's;
-    /// [`fallback_answers`](RedisBackoff::fallback_answers) counts them.
-    /// Default: off (fail closed). `open_for` from 1 ms to 1 hour.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .fallback(Duration::from_secs(5));
-    /// ```
+    /// [`stats`](RedisBackoff::stats) counts them.
+    /// Without it a failure is an `Err` (fail closed). `open_for` from 1 ms
+    /// to 1 hour.
     pub fn fallback(mut self, open_for: Duration) -> Self {
         self.fallback = Some(open_for);
         self
@@ -152,14 +116,7 @@ impl RedisBackoffBuilder {
     /// by a reset: a [`reset`](RedisBackoff::reset) through this store is
     /// seen at once, but a reset by another replica only when the
     /// remembered window ends (never later than the key's backoff). Calls
-    /// with an [`OpId`](crate::OpId) always go to Redis. Default: off.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).near_cache(true);
-    /// # let _ = builder;
-    /// ```
+    /// with an [`OpId`](crate::OpId) always go to Redis.
     pub fn near_cache(mut self, on: bool) -> Self {
         self.near_cache = on;
         self
@@ -167,25 +124,17 @@ impl RedisBackoffBuilder {
 
     /// Durability across a failover: every operation that writes (an
     /// advance, a refusal remembered under an [`OpId`](crate::OpId), a
-    /// reset, a collection) is followed, in the same round trip, by Redis
+    /// reset, a removal by [`gc_key`](RedisBackoff::gc_key)) is followed, in the same round trip, by Redis
     /// `WAIT replicas timeout`, and is acknowledged only once that many
     /// replicas hold it. If fewer do within `timeout`, the operation fails
     /// with [`StoreError::NotReplicated`](crate::StoreError::NotReplicated)
     /// (it ran on the master; the outcome is unknown). A replica promoted
     /// after the master dies then holds every advance the fleet was told
-    /// about. Default: off (an acknowledged advance can be lost in a
-    /// failover; the repository's `docs/fleet.md` gives the measurements).
+    /// about. Without it an acknowledged advance can be lost in a failover
+    /// (the repository's `docs/fleet.md` gives the measurements).
     ///
     /// `replicas` from 1 to 100; `timeout` from 1 ms to less than the
     /// operation's [`timeout`](Self::timeout), which bounds the whole call.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .timeout(Duration::from_millis(500))
-    ///     .wait_for_replicas(1, Duration::from_millis(200));
-    /// ```
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = Some((replicas, timeout));
         self
@@ -196,13 +145,6 @@ impl RedisBackoffBuilder {
     /// [`MockClock`](keyed_backoff::clock::MockClock)): instances built at
     /// different moments do not share a time line, so a fleet should keep
     /// Redis time. Entries still expire in real time, after at least a day.
-    ///
-    /// ```
-    /// use keyed_backoff::clock::MockClock;
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).clock(MockClock::new());
-    /// ```
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
         let epoch = clock.now();
         self.time = TimeSource::Caller(Arc::new(move || clock.now().nanos_since(epoch)));
@@ -285,7 +227,7 @@ impl RedisBackoffBuilder {
                 initial_ns: saturating_nanos(settings.initial()),
                 max_ns: saturating_nanos(max),
                 jitter: settings.jitter(),
-                window_ns: saturating_nanos(window),
+                expire_after_ns: saturating_nanos(window),
                 ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
             },
             draws: Arc::new(UnitDraws::new(seed)),
@@ -311,12 +253,6 @@ fn millisecond_to_hour(field: &'static str, d: Duration) -> Result<Duration, Con
 
 impl RedisBackoff<()> {
     /// A builder starting from `initial` and `max` (client-go's rule).
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_millis(5), Duration::from_secs(1000));
-    /// ```
     pub fn builder(initial: Duration, max: Duration) -> RedisBackoffBuilder {
         RedisBackoffBuilder {
             settings: Settings::new(initial, max),

@@ -127,7 +127,7 @@ impl Fallback {
             Op::Since => flag(b.is_in_backoff_since(key, at)),
             Op::SinceUpdate => flag(b.is_in_backoff_since_update(key, at)),
             Op::Reset => flag(b.reset(key)),
-            Op::Collect => flag(false), // the local manager has its own GC
+            Op::GcKey => flag(false), // the local manager has its own GC
         };
         Answer { reply, local: true }
     }

@@ -19,8 +19,10 @@
 //!   replay client-go's traces against Redis under a mock clock.
 //! - **Jitter is drawn here**, in the client, and passed to the script, so
 //!   `.seed(n)` keeps runs reproducible.
-//! - **Redis collects garbage**: every write sets the key to expire after
-//!   the expiry window plus `max`. There is no `gc()`.
+//! - **Redis drops stale entries by itself**: every write sets the key to
+//!   expire after `expire_after` plus `max`. There is no `gc()` to call
+//!   ([`gc_key`](RedisBackoff::gc_key) applies client-go's rule to one key
+//!   now, for callers on a clock of their own).
 //! - **Failures are errors** ([`StoreError`]): unavailable, timed out (the
 //!   outcome is unknown), or corrupt (our key holds another type; it is
 //!   never overwritten). Nothing fails open with zero backoff.
@@ -64,6 +66,7 @@ mod fallback;
 mod near_cache;
 mod observe;
 mod protocol;
+mod stats;
 mod store;
 mod transport;
 
@@ -75,6 +78,7 @@ pub use event::{Event, OpId};
 /// (`redis::Client`, `redis::aio::ConnectionManager`) at the same major
 /// version without a dependency of their own.
 pub use redis;
+pub use stats::Stats;
 pub use store::RedisBackoff;
 
 /// The README's example, compiled as a doc test.

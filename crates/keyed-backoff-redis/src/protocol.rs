@@ -30,7 +30,7 @@ pub(crate) enum Op {
     Since,
     SinceUpdate,
     Reset,
-    Collect,
+    GcKey,
 }
 
 impl Op {
@@ -45,7 +45,7 @@ impl Op {
             Op::Since => "since",
             Op::SinceUpdate => "since_update",
             Op::Reset => "reset",
-            Op::Collect => "collect",
+            Op::GcKey => "gc_key",
         }
     }
 
@@ -57,7 +57,7 @@ impl Op {
     /// Whether the operation may write the entry (and so may wait for
     /// replicas): an advance, a refusal remembered under an id, a removal.
     pub(crate) fn may_write(self) -> bool {
-        matches!(self, Op::Next | Op::Gate | Op::Reset | Op::Collect)
+        matches!(self, Op::Next | Op::Gate | Op::Reset | Op::GcKey)
     }
 }
 
@@ -91,21 +91,22 @@ pub(crate) enum ScriptNow {
 }
 
 /// The rule as the script takes it: ARGV[4], ARGV[5], ARGV[7] and ARGV[8],
-/// and the jitter factor its draws are scaled by.
+/// and the jitter its draws are scaled by.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Rule {
     pub(crate) initial_ns: u64,
     pub(crate) max_ns: u64,
     pub(crate) jitter: f64,
-    pub(crate) window_ns: u64,
+    /// The expiry window: an entry untouched for longer starts over.
+    pub(crate) expire_after_ns: u64,
     /// The time to live of a written entry, in milliseconds.
     pub(crate) ttl_ms: u64,
 }
 
-/// ARGV[6]: the jitter draw times the jitter factor.
+/// ARGV[6]: the jitter draw times the jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Draw {
-    /// No jitter: the operation does not advance, or the factor (or the
+    /// No jitter: the operation does not advance, or the jitter (or the
     /// draw) is zero (sent as `"0"`).
     None,
     /// `U[0,1) · jitter`, in `(0, jitter)`.
@@ -114,8 +115,8 @@ pub(crate) enum Draw {
 
 impl Draw {
     /// The draw for `op` under `rule`, taken from `draws` only when the
-    /// script may use it. The draw times the factor, as the jitter rule
-    /// multiplies them (`u * factor * backoff`, left to right): the script
+    /// script may use it. The draw times the jitter, as client-go's rule
+    /// multiplies them (`u * jitter * backoff`, left to right): the script
     /// then needs one number for the jitter.
     pub(crate) fn for_op(op: Op, rule: &Rule, draws: &UnitDraws) -> Draw {
         if rule.jitter == 0.0 || !op.advances() {
@@ -190,7 +191,7 @@ impl Call<'_> {
         match reply {
             Reply::Advanced { .. } => true,
             Reply::Refused { .. } => self.id.is_some(),
-            Reply::Number(n) => *n == 1 && matches!(self.op, Op::Reset | Op::Collect),
+            Reply::Number(n) => *n == 1 && matches!(self.op, Op::Reset | Op::GcKey),
             Reply::NotOurs { .. } => false,
         }
     }
@@ -215,7 +216,7 @@ impl ToRedisArgs for Call<'_> {
             Draw::None => out.write_arg(b"0"),
             Draw::Scaled(scaled) => scaled.write_redis_args(out),
         }
-        self.rule.window_ns.write_redis_args(out);
+        self.rule.expire_after_ns.write_redis_args(out);
         self.rule.ttl_ms.write_redis_args(out);
         match self.id {
             None => out.write_arg(b""),
@@ -315,7 +316,7 @@ mod tests {
         initial_ns: 1_000,
         max_ns: 8_000,
         jitter: 0.5,
-        window_ns: 16_000,
+        expire_after_ns: 16_000,
         ttl_ms: 24,
     };
 
@@ -410,7 +411,7 @@ mod tests {
         assert!(call(Op::Reset, None).wrote(&Reply::Number(1)));
         assert!(!call(Op::Reset, None).wrote(&Reply::Number(0)));
         assert!(!call(Op::Attempts, None).wrote(&Reply::Number(1)));
-        for op in [Op::Next, Op::Gate, Op::Reset, Op::Collect] {
+        for op in [Op::Next, Op::Gate, Op::Reset, Op::GcKey] {
             assert!(op.may_write());
         }
         assert!(!Op::Get.may_write());

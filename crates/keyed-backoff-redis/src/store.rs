@@ -14,6 +14,7 @@ use crate::event::{Event, OpId};
 use crate::fallback::{Answer, Fallback};
 use crate::near_cache::NearCache;
 use crate::protocol::{self, Op, Reply, Request, Rule, TimeSource};
+use crate::stats::Stats;
 use crate::transport::Transport;
 
 /// client-go's per-key backoff, kept in Redis so a whole fleet shares it.
@@ -52,7 +53,10 @@ impl<C> fmt::Debug for RedisBackoff<C> {
             .field("initial", &Duration::from_nanos(self.rule.initial_ns))
             .field("max", &Duration::from_nanos(self.rule.max_ns))
             .field("jitter", &self.rule.jitter)
-            .field("expire_after", &Duration::from_nanos(self.rule.window_ns))
+            .field(
+                "expire_after",
+                &Duration::from_nanos(self.rule.expire_after_ns),
+            )
             .field("timeout", &self.transport.timeout())
             .field(
                 "wait_for_replicas",
@@ -292,12 +296,12 @@ where
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
     /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
-    /// let removed = b.collect("host-a").await?;
+    /// let removed = b.gc_key("host-a").await?;
     /// # let _ = removed; Ok(())
     /// # }
     /// ```
-    pub async fn collect(&self, key: &str) -> Result<bool, StoreError> {
-        self.number(Op::Collect, key, Event::now())
+    pub async fn gc_key(&self, key: &str) -> Result<bool, StoreError> {
+        self.number(Op::GcKey, key, Event::now())
             .await
             .map(|n| n == 1)
     }
@@ -330,32 +334,24 @@ where
             .ok_or_else(|| StoreError::unexpected(key, "an entry instead of a number"))
     }
 
-    /// How many refusals the near cache answered without a round trip
-    /// (see [`RedisBackoffBuilder::near_cache`]); always 0 without it.
+    /// The store's counters in this process: gates the near cache
+    /// answered, operations the fallback answered.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
-    /// # fn f(b: RedisBackoff<redis::aio::ConnectionManager>) {
-    /// println!("round trips saved: {}", b.near_cache_hits());
-    /// # }
-    /// ```
-    pub fn near_cache_hits(&self) -> u64 {
-        self.near.as_ref().map_or(0, |n| n.hits())
-    }
-
-    /// How many answers came from the in-process fallback (see
-    /// [`RedisBackoffBuilder::fallback`]); always 0 without one.
-    ///
-    /// ```no_run
-    /// # use keyed_backoff_redis::RedisBackoff;
-    /// # fn f(b: RedisBackoff<redis::aio::ConnectionManager>) {
-    /// if b.fallback_answers() > 0 {
+    /// # fn f(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) {
+    /// let stats = b.stats();
+    /// if stats.fallback_answers > 0 {
     ///     eprintln!("Redis was down; some backoffs were this process's alone");
     /// }
+    /// println!("round trips saved: {}", stats.near_cache_hits);
     /// # }
     /// ```
-    pub fn fallback_answers(&self) -> u64 {
-        self.fallback.as_ref().map_or(0, |f| f.answers())
+    pub fn stats(&self) -> Stats {
+        Stats {
+            near_cache_hits: self.near.as_ref().map_or(0, |n| n.hits()),
+            fallback_answers: self.fallback.as_ref().map_or(0, |f| f.answers()),
+        }
     }
 
     /// One operation: answered by the near cache if it knows the answer,

@@ -91,7 +91,7 @@ async fn every_operation_refuses(
                 .map(drop),
         ),
         ("reset", store.reset(key).await.map(drop)),
-        ("collect", store.collect(key).await.map(drop)),
+        ("gc_key", store.gc_key(key).await.map(drop)),
     ];
     for (op, result) in results {
         match result {

@@ -126,7 +126,7 @@ fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
             store.next("k", Event::now()).await.unwrap(),
             Duration::from_secs(1)
         );
-        assert_eq!(store.fallback_answers(), 0);
+        assert_eq!(store.stats().fallback_answers, 0);
         server.pause();
         // Redis does not answer: the local manager does, with a real backoff
         // (never zero), and keeps answering while the breaker is open.
@@ -145,15 +145,15 @@ fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
             started.elapsed() < Duration::from_millis(100),
             "no wait on Redis while open"
         );
-        assert_eq!(store.fallback_answers(), 2);
+        assert_eq!(store.stats().fallback_answers, 2);
         server.resume();
         // Once the breaker closes, Redis answers again: its entry moved at
         // most once while paused (the timed-out script may have run).
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let before = store.fallback_answers();
+            let before = store.stats().fallback_answers;
             let attempts = store.attempts("k").await.unwrap();
-            if store.fallback_answers() == before {
+            if store.stats().fallback_answers == before {
                 assert!((1..=2).contains(&attempts), "{attempts}");
                 break;
             }
@@ -186,7 +186,7 @@ fn the_fallback_draws_its_jitter_from_the_stores_seed() {
             answered.push(store.next("k", Event::now()).await.unwrap());
         }
         server.resume();
-        assert_eq!(store.fallback_answers(), 6);
+        assert_eq!(store.stats().fallback_answers, 6);
         // The same settings in process: the same seed gives the same ladder.
         let local = Backoff::<String>::builder(initial, max)
             .jitter(0.5)
@@ -213,6 +213,6 @@ fn without_a_fallback_a_failure_is_an_error() {
         let got = store.get("k").await;
         server.resume();
         assert!(matches!(got, Err(StoreError::TimedOut { .. })), "{got:?}");
-        assert_eq!(store.fallback_answers(), 0);
+        assert_eq!(store.stats().fallback_answers, 0);
     });
 }

@@ -137,7 +137,7 @@ where
             // the same rule applied to every key now.
             "gc" => {
                 for k in &keys {
-                    store.collect(k).await.expect("collect");
+                    store.gc_key(k).await.expect("gc_key");
                 }
             }
             "len" => {
