@@ -152,7 +152,7 @@ impl RedisBackoffBuilder {
     }
 
     /// Validates the settings and builds the store on `conn`: a
-    /// [`redis::aio::ConnectionManager`] (which reconnects by itself), a
+    /// [`keyed_backoff_redis::redis::aio::ConnectionManager`] (which reconnects by itself), a
     /// cluster connection, or any other async connection.
     ///
     /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF);
@@ -160,7 +160,7 @@ impl RedisBackoffBuilder {
     /// outside 1 ms ..= 1 h; `wait_for_replicas` outside its ranges.
     ///
     /// ```
-    /// # async fn run(conn: redis::aio::ConnectionManager) {
+    /// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) {
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
     /// let err = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
@@ -254,8 +254,26 @@ fn millisecond_to_hour(field: &'static str, d: Duration) -> Result<Duration, Con
 impl RedisBackoff<()> {
     /// A builder starting from `initial` and `max` (client-go's rule).
     pub fn builder(initial: Duration, max: Duration) -> RedisBackoffBuilder {
+        RedisBackoff::from_settings(Settings::new(initial, max))
+    }
+
+    /// A builder starting from `settings`, the value the in-process manager
+    /// takes ([`Backoff::from_settings`]), so both follow one rule and are
+    /// validated alike; with the same seed they draw the same jitter.
+    ///
+    /// ```
+    /// use keyed_backoff_redis::keyed_backoff::Backoff;
+    /// use keyed_backoff_redis::{RedisBackoff, Settings};
+    /// use std::time::Duration;
+    /// let rule = Settings::new(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.2).seed(7);
+    /// let local = Backoff::<String>::from_settings(rule.clone()).build()?;
+    /// let shared = RedisBackoff::from_settings(rule).prefix("payments");
+    /// # let _ = (local, shared);
+    /// # Ok::<(), keyed_backoff_redis::ConfigError>(())
+    /// ```
+    pub fn from_settings(settings: Settings) -> RedisBackoffBuilder {
         RedisBackoffBuilder {
-            settings: Settings::new(initial, max),
+            settings,
             prefix: "keyed-backoff".to_string(),
             timeout: Duration::from_millis(250),
             time: TimeSource::Redis,

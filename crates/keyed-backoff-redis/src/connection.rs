@@ -13,7 +13,7 @@ use std::time::Duration;
 ///
 /// ```no_run
 /// use keyed_backoff_redis::{RedisBackoff, fail_fast};
-/// use redis::aio::ConnectionManager;
+/// use keyed_backoff_redis::redis::{self, aio::ConnectionManager};
 /// use std::time::Duration;
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let timeout = Duration::from_millis(250);

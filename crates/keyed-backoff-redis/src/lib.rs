@@ -34,7 +34,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use keyed_backoff_redis::redis; // the same redis-rs major the store uses
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-//! let conn = redis::aio::ConnectionManager::new(client).await?;
+//! let conn = keyed_backoff_redis::redis::aio::ConnectionManager::new(client).await?;
 //! let backoff = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
 //!     .prefix("crashloop")
 //!     .build(conn)?;
@@ -74,12 +74,24 @@ pub use builder::RedisBackoffBuilder;
 pub use connection::fail_fast;
 pub use error::StoreError;
 pub use event::{Event, OpId};
+pub use stats::Stats;
+pub use store::RedisBackoff;
+
+/// The core crate, [keyed-backoff](keyed_backoff), at the version this store
+/// is built on: its in-process manager and everything it names.
+pub use keyed_backoff;
+/// The clocks a store can read instead of Redis `TIME`
+/// ([`RedisBackoffBuilder::clock`]) and whose instants an [`Event`] can be
+/// measured between: the core's [`clock`](keyed_backoff::clock) module.
+pub use keyed_backoff::clock;
+/// The core's types in this crate's signatures, so that they are named from
+/// here: a gate's refusal ([`RedisBackoff::try_next`]), a builder's error,
+/// and the settings a builder can start from.
+pub use keyed_backoff::{ConfigError, InBackoff, Settings};
 /// The `redis` crate this store is built on, so users name its types
 /// (`redis::Client`, `redis::aio::ConnectionManager`) at the same major
 /// version without a dependency of their own.
 pub use redis;
-pub use stats::Stats;
-pub use store::RedisBackoff;
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

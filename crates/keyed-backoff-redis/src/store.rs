@@ -27,7 +27,7 @@ use crate::transport::Transport;
 /// ```no_run
 /// use keyed_backoff_redis::{Event, RedisBackoff};
 /// use std::time::Duration;
-/// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
 /// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).build(conn)?;
 /// assert_eq!(b.next("host-a", Event::now()).await?, Duration::from_secs(1));
 /// assert_eq!(b.next("host-a", Event::now()).await?, Duration::from_secs(2));
@@ -80,7 +80,7 @@ where
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
     /// # use std::time::Duration;
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// let delay = b.next("host-a", Event::now()).await?;
     /// # let _ = delay; Ok(())
     /// # }
@@ -97,7 +97,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), StoreError> {
     /// let id = OpId::new();
     /// let delay = match b.next_with("host-a", Event::now(), id).await {
     ///     Err(StoreError::TimedOut { .. }) => b.next_with("host-a", Event::now(), id).await?,
@@ -133,7 +133,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), StoreError> {
     /// match b.try_next("host-a", Event::now()).await? {
     ///     Ok(delay) => println!("retry in {delay:?}"),
     ///     Err(wait) => println!("another replica counted this failure; {:?} left", wait.remaining),
@@ -156,7 +156,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), StoreError> {
     /// let id = OpId::new();
     /// let answer = match b.try_next_with("host-a", Event::now(), id).await {
     ///     Err(e) if e.outcome_unknown() => b.try_next_with("host-a", Event::now(), id).await?,
@@ -193,7 +193,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// assert_eq!(b.get("never-failed").await?, std::time::Duration::ZERO);
     /// # Ok(())
     /// # }
@@ -209,7 +209,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// assert_eq!(b.attempts("never-failed").await?, 0);
     /// # Ok(())
     /// # }
@@ -224,7 +224,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// if let Some(wait) = b.remaining("host-a", Event::now()).await? {
     ///     println!("wait {wait:?}");
     /// }
@@ -242,7 +242,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>, finished: std::time::Instant) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>, finished: std::time::Instant) -> Result<(), keyed_backoff_redis::StoreError> {
     /// if !b.is_in_backoff_since("pod-a", Event::since(finished)).await? {
     ///     // restart the container
     /// }
@@ -258,7 +258,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// let waiting = b.is_in_backoff_since_update("host-a", Event::now()).await?;
     /// # let _ = waiting; Ok(())
     /// # }
@@ -277,7 +277,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// b.reset("host-a").await?; // it answered: start over next time
     /// # Ok(())
     /// # }
@@ -295,7 +295,7 @@ where
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
-    /// # async fn run(b: RedisBackoff<redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), keyed_backoff_redis::StoreError> {
     /// let removed = b.gc_key("host-a").await?;
     /// # let _ = removed; Ok(())
     /// # }
@@ -316,7 +316,7 @@ where
     /// ```
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
-    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), keyed_backoff::ConfigError> {
+    /// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) -> Result<(), keyed_backoff_redis::ConfigError> {
     /// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(2)).prefix("p").build(conn)?;
     /// assert_eq!(b.redis_key("k"), "p:k");
     /// assert_eq!(b.redis_key("ns:pod"), "p:ns%3Apod");
