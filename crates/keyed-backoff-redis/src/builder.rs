@@ -7,8 +7,9 @@ use std::time::Duration;
 use keyed_backoff::clock::{Clock, ClockInstant, saturating_nanos};
 use keyed_backoff::draws::UnitDraws;
 use keyed_backoff::{Backoff, ConfigError, Settings};
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, ConnectionManager};
 
+use crate::connection::fail_fast;
 use crate::fallback::Fallback;
 use crate::near_cache::NearCache;
 use crate::protocol::{Rule, TimeSource};
@@ -26,14 +27,20 @@ use crate::transport::{Replicas, Transport};
 /// ```
 /// use keyed_backoff_redis::RedisBackoff;
 /// use std::time::Duration;
-/// let b = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), keyed_backoff_redis::ConfigError> {
+/// let backoff = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
 ///     .jitter(0.1)
 ///     .expire_after(Duration::from_secs(600))
 ///     .prefix("restarts")
-///     .timeout(Duration::from_millis(100));
-/// # let _ = b;
+///     .timeout(Duration::from_millis(100))
+///     .open("redis://127.0.0.1:6379/") // connects on first use
+///     .await?;
+/// assert_eq!(backoff.redis_key("pod-a"), "restarts:pod-a");
+/// # Ok(())
+/// # }
 /// ```
-#[must_use = "a builder does nothing until .build() is called"]
+#[must_use = "a builder does nothing until .open() or .build() is called"]
 #[derive(Clone)]
 pub struct RedisBackoffBuilder {
     settings: Settings,
@@ -151,24 +158,85 @@ impl RedisBackoffBuilder {
         self
     }
 
-    /// Validates the settings and builds the store on `conn`: a
-    /// [`keyed_backoff_redis::redis::aio::ConnectionManager`] (which reconnects by itself), a
-    /// cluster connection, or any other async connection.
+    /// Validates the settings and builds the store on the Redis server at
+    /// `url` (`redis://host:port/db`, or `rediss://` with a TLS feature of
+    /// redis-rs), through a
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) that fails fast
+    /// ([`fail_fast`](crate::fail_fast) with the operation's
+    /// [`timeout`](Self::timeout)). The connection is made on first use and
+    /// made again after it is lost, so a store opened while Redis is down
+    /// works once it is up.
     ///
-    /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF);
-    /// `jitter` NaN, infinite or negative; an empty `prefix`; a `timeout`
-    /// outside 1 ms ..= 1 h; `wait_for_replicas` outside its ranges.
+    /// While the server refuses connections (not started, killed,
+    /// restarting) every operation fails at once with
+    /// [`StoreError::Unavailable`](crate::StoreError::Unavailable): it did
+    /// not run. A server that accepts but does not answer (overloaded,
+    /// frozen) makes an operation fail after the timeout with
+    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut): it may have
+    /// run. Call it inside a Tokio runtime (the connection is driven by a
+    /// task of its own).
+    ///
+    /// Errors: those of [`build`](Self::build), and `url` when it is not a
+    /// Redis URL.
     ///
     /// ```
-    /// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) {
+    /// use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Nothing listens on port 1: the operation fails at once, without
+    /// // having run, instead of waiting out the timeout.
+    /// let backoff = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .open("redis://127.0.0.1:1/")
+    ///     .await?;
+    /// let err = backoff.next("host-a", Event::now()).await.unwrap_err();
+    /// assert!(matches!(err, StoreError::Unavailable { .. }));
+    ///
+    /// let typo = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .open("127.0.0.1:6379")
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(typo.field(), "url");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(self, url: &str) -> Result<RedisBackoff<ConnectionManager>, ConfigError> {
+        let not_a_url = |e: redis::RedisError| {
+            ConfigError::new(
+                "url",
+                "a Redis URL such as redis://127.0.0.1:6379/",
+                format!("{url:?} ({e})"),
+            )
+        };
+        let client = redis::Client::open(url).map_err(not_a_url)?;
+        let config = fail_fast(self.timeout);
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(not_a_url)?;
+        self.build(conn)
+    }
+
+    /// Validates the settings and builds the store on `conn`: a
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) (which
+    /// reconnects by itself; set it up with [`fail_fast`](crate::fail_fast),
+    /// or use [`open`](Self::open)), a cluster connection, or any other
+    /// async connection.
+    ///
+    /// Errors: `initial`, `max` or `expire_after` above
+    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF); `jitter` NaN, infinite
+    /// or negative; an empty `prefix`; a `timeout` outside 1 ms ..= 1 h;
+    /// `wait_for_replicas` outside its ranges.
+    ///
+    /// ```
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// let err = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
     ///     .prefix("")
-    ///     .build(conn)
-    ///     .err()
-    ///     .unwrap();
+    ///     .open("redis://127.0.0.1:6379/")
+    ///     .await
+    ///     .unwrap_err();
     /// assert_eq!(err.field(), "prefix");
+    /// assert_eq!(err.allowed(), "a non-empty string");
     /// # }
     /// ```
     pub fn build<C>(self, conn: C) -> Result<RedisBackoff<C>, ConfigError>

@@ -15,7 +15,7 @@
 //! - **One clock.** By default the script reads Redis `TIME`, so replicas
 //!   on different machines agree; event times travel as an [`Event`] (how
 //!   long ago, on the caller's own monotonic clock). A caller's
-//!   `Clock` can replace it, which is how the tests
+//!   [`Clock`](clock::Clock) can replace it, which is how the tests
 //!   replay client-go's traces against Redis under a mock clock.
 //! - **Jitter is drawn here**, in the client, and passed to the script, so
 //!   `.seed(n)` keeps runs reproducible.
@@ -23,21 +23,24 @@
 //!   expire after `expire_after` plus `max`. There is no `gc()` to call
 //!   ([`gc_key`](RedisBackoff::gc_key) applies client-go's rule to one key
 //!   now, for callers on a clock of their own).
-//! - **Failures are errors** ([`StoreError`]): unavailable, timed out (the
-//!   outcome is unknown), or corrupt (our key holds another type; it is
-//!   never overwritten). Nothing fails open with zero backoff.
+//! - **Failures are errors** ([`StoreError`]): unavailable (the operation
+//!   did not run), timed out (the outcome is unknown), or corrupt (our key
+//!   holds something else; it is never overwritten). Nothing fails open
+//!   with zero backoff.
+//! - **Fails fast.** [`open`](RedisBackoffBuilder::open) connects with
+//!   settings under which a server that refuses connections is
+//!   `Unavailable` at once, and one that stops answering is `TimedOut`
+//!   after the operation's timeout (250 ms by default).
 //!
 //! ```no_run
 //! use keyed_backoff_redis::{Event, RedisBackoff};
 //! use std::time::Duration;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use keyed_backoff_redis::redis; // the same redis-rs major the store uses
-//! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-//! let conn = keyed_backoff_redis::redis::aio::ConnectionManager::new(client).await?;
 //! let backoff = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
 //!     .prefix("crashloop")
-//!     .build(conn)?;
+//!     .open("redis://127.0.0.1:6379/")
+//!     .await?;
 //! match backoff.try_next("pod-a", Event::now()).await? {
 //!     Ok(delay) => println!("failed again: retry in {delay:?}"),
 //!     Err(wait) => println!("still backing off for {:?}", wait.remaining),
@@ -45,6 +48,10 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A connection of your own (a Redis Cluster's, or a
+//! [`ConnectionManager`](redis::aio::ConnectionManager) set up with
+//! [`fail_fast`]) goes to [`build`](RedisBackoffBuilder::build) instead.
 //!
 //! # Features
 //!

@@ -27,8 +27,10 @@ use crate::transport::Transport;
 /// ```no_run
 /// use keyed_backoff_redis::{Event, RedisBackoff};
 /// use std::time::Duration;
-/// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
-/// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).build(conn)?;
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+///     .open("redis://127.0.0.1:6379/")
+///     .await?;
 /// assert_eq!(b.next("host-a", Event::now()).await?, Duration::from_secs(1));
 /// assert_eq!(b.next("host-a", Event::now()).await?, Duration::from_secs(2));
 /// assert_eq!(b.attempts("host-a").await?, 2);
@@ -316,8 +318,12 @@ where
     /// ```
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
-    /// # async fn run(conn: keyed_backoff_redis::redis::aio::ConnectionManager) -> Result<(), keyed_backoff_redis::ConfigError> {
-    /// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(2)).prefix("p").build(conn)?;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), keyed_backoff_redis::ConfigError> {
+    /// let b = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(2))
+    ///     .prefix("p")
+    ///     .open("redis://127.0.0.1:6379/") // connects on first use only
+    ///     .await?;
     /// assert_eq!(b.redis_key("k"), "p:k");
     /// assert_eq!(b.redis_key("ns:pod"), "p:ns%3Apod");
     /// # Ok(())

@@ -2,8 +2,6 @@
 //! events and `metrics` counters, against a real redis-server this test
 //! starts (and pauses) on loopback.
 
-#![cfg(all(feature = "metrics", feature = "tracing"))]
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
