@@ -89,7 +89,7 @@ pub use store::RedisBackoff;
 pub use keyed_backoff;
 /// The clocks a store can read instead of Redis `TIME`
 /// ([`RedisBackoffBuilder::clock`]) and whose instants an [`Event`] can be
-/// measured between: the core's [`clock`](keyed_backoff::clock) module.
+/// measured between: the core's `clock` module.
 pub use keyed_backoff::clock;
 /// The core's types in this crate's signatures, so that they are named from
 /// here: a gate's refusal ([`RedisBackoff::try_next`]), a builder's error,

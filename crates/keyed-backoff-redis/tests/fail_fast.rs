@@ -52,7 +52,13 @@ fn the_quick_start_against_a_closed_port_is_unavailable_within_250_ms() {
         let took = started.elapsed();
         eprintln!("closed port: {err} after {took:?}");
         assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
-        assert!(std::error::Error::source(&err).is_some());
+        // The cause is redis-rs's own error: the connection was refused.
+        let cause =
+            std::error::Error::source(&err).and_then(|e| e.downcast_ref::<redis::RedisError>());
+        assert!(
+            cause.is_some_and(redis::RedisError::is_connection_refusal),
+            "{cause:?}"
+        );
         assert!(took < Duration::from_millis(250), "took {took:?}");
     });
 }
