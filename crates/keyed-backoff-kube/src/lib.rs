@@ -102,7 +102,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff, Settings};
+use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff, Settings, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
@@ -541,7 +541,7 @@ where
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// # async fn main() -> Result<(), keyed_backoff::SpawnError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use keyed_backoff_kube::ObjectBackoff;
     /// use std::time::Duration;
@@ -550,7 +550,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn spawn_gc(&self, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
+    pub fn spawn_gc(&self, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
         self.shared.manager.spawn_gc_task(interval)
     }
 

@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, ClockInstant, saturating_nanos};
-use keyed_backoff::draws::UnitDraws;
+use keyed_backoff::__private::{UnitDraws, saturating_nanos};
+use keyed_backoff::clock::{Clock, ClockInstant};
 use keyed_backoff::{Backoff, ConfigError, Settings};
 use redis::aio::{ConnectionLike, ConnectionManager};
 
@@ -244,9 +244,10 @@ impl RedisBackoffBuilder {
         C: ConnectionLike + Clone + Send + Sync,
     {
         let settings = self.settings.validate()?;
+        let resolved = keyed_backoff::__private::resolved(&settings);
         // Resolved here, so that the fallback draws the same stream.
-        let seed = settings.seed().unwrap_or_else(rand::random);
-        let (max, window) = (settings.max(), settings.window());
+        let seed = resolved.seed.unwrap_or_else(rand::random);
+        let (max, expire_after) = (resolved.max, resolved.expire_after);
         if self.prefix.is_empty() {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
@@ -278,13 +279,13 @@ impl RedisBackoffBuilder {
             None => None,
             Some(open_for) => {
                 let open_for = millisecond_to_hour("fallback", open_for)?;
-                let local = Backoff::<String>::from_settings(settings.settings().seed(seed));
+                let local = Backoff::<String>::from_settings(settings.seed(seed));
                 Some(Arc::new(Fallback::new(local.build()?, open_for)))
             }
         };
         // Redis forgets an entry once no operation can find it fresh: after
-        // the window, plus `max` for checks whose event time lags behind.
-        let mut ttl = window.saturating_add(max);
+        // `expire_after`, plus `max` for checks whose event time lags behind.
+        let mut ttl = expire_after.saturating_add(max);
         if matches!(self.time, TimeSource::Caller(_)) {
             ttl = ttl.max(Duration::from_secs(86_400));
         }
@@ -292,10 +293,10 @@ impl RedisBackoffBuilder {
             transport: Transport::new(conn, timeout, replicas),
             prefix: self.prefix,
             rule: Rule {
-                initial_ns: saturating_nanos(settings.initial()),
+                initial_ns: saturating_nanos(resolved.initial),
                 max_ns: saturating_nanos(max),
-                jitter: settings.jitter(),
-                expire_after_ns: saturating_nanos(window),
+                jitter: resolved.jitter,
+                expire_after_ns: saturating_nanos(expire_after),
                 ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
             },
             draws: Arc::new(UnitDraws::new(seed)),

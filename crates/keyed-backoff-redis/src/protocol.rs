@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use keyed_backoff::draws::UnitDraws;
+use keyed_backoff::__private::UnitDraws;
 use redis::{FromRedisValue, ParsingError, RedisWrite, Script, ToRedisArgs, Value};
 
 use crate::event::{Event, OpId};
