@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::ObjectBackoff;
+use crate::backoff::ObjectBackoff;
 
 struct Scrape<K: Lookup> {
     backoff: ObjectBackoff<K>,
@@ -89,7 +89,8 @@ where
             controller,
             &ConstCounter::new(c.skips),
         )?;
-        let in_backoff = i64::try_from(self.backoff.in_backoff()).unwrap_or(i64::MAX);
+        let in_backoff =
+            i64::try_from(self.backoff.manager().stats().in_backoff).unwrap_or(i64::MAX);
         write(
             &mut encoder,
             "keyed_backoff_objects_in_backoff",
