@@ -14,7 +14,7 @@ use kube::runtime::reflector::Lookup;
 use crate::key::ObjectKey;
 use crate::observe;
 use crate::rate_limit::Bucket;
-use crate::stats::{Counters, Tally};
+use crate::stats::{Stats, Tally};
 
 /// The manager type behind an [`ObjectBackoff`]: one entry per object
 /// identity (reference and uid), on tokio's clock.
@@ -68,7 +68,7 @@ where
                 &self.shared.bucket.as_ref().map(Bucket::limit),
             )
             .field("skip_while_in_backoff", &self.shared.skip_while_in_backoff)
-            .field("counters", &self.counters())
+            .field("stats", &self.stats())
             .finish()
     }
 }
@@ -163,8 +163,8 @@ where
         }
     }
 
-    /// Records a successful reconcile of `obj`: its backoff is forgotten, so
-    /// its next failure starts again at the initial delay.
+    /// Records a successful reconcile of `obj`: its backoff is reset, so its
+    /// next failure starts again at the initial delay.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -191,9 +191,9 @@ where
         }
     }
 
-    /// Drops `obj`'s entry without counting a success, for an object that
-    /// was deleted: its memory is freed now instead of at the next GC after
-    /// the reset window. Returns whether there was an entry.
+    /// Removes `obj`'s entry without counting a success, for an object that
+    /// was deleted: its memory is freed now instead of at the first GC after
+    /// it expires. Returns whether there was an entry.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -204,12 +204,12 @@ where
     /// let mut cm = ConfigMap::default();
     /// cm.metadata.name = Some("app".into());
     /// backoff.on_error(&cm);
-    /// assert!(backoff.forget(&cm));
+    /// assert!(backoff.reset(&cm));
     /// assert!(backoff.manager().is_empty());
-    /// assert_eq!(backoff.counters().successes, 0);
+    /// assert_eq!(backoff.stats().successes, 0);
     /// # }
     /// ```
-    pub fn forget(&self, obj: &K) -> bool {
+    pub fn reset(&self, obj: &K) -> bool {
         self.shared.manager.reset(&self.key(obj))
     }
 
@@ -270,11 +270,11 @@ where
     /// cm.metadata.name = Some("app".into());
     /// backoff.on_error(&cm);
     /// backoff.on_error(&cm);
-    /// let c = backoff.counters();
+    /// let c = backoff.stats();
     /// assert_eq!((c.failures, c.refusals), (1, 1));
     /// # }
     /// ```
-    pub fn counters(&self) -> Counters {
+    pub fn stats(&self) -> Stats {
         self.shared.tally.read()
     }
 
@@ -292,23 +292,26 @@ where
         &self.shared.manager
     }
 
-    /// Removes forgotten entries (including those of deleted or recreated
+    /// Removes expired entries (including those of deleted or recreated
     /// objects' old uids) every `interval` from a tokio task, on tokio's
     /// clock, until the guard is dropped. Outside a tokio runtime, or with
     /// a zero `interval`, returns an error.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), keyed_backoff::ConfigError> {
+    /// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use keyed_backoff_kube::ObjectBackoff;
     /// use std::time::Duration;
     /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
-    /// let _gc = backoff.spawn_gc(Duration::from_secs(60))?;
+    /// let _gc = backoff.spawn_gc_task(Duration::from_secs(60))?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn spawn_gc(&self, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
+    // TODO(kube branch only, before this reaches main): return the core's
+    // runtime error type (`keyed_backoff::SpawnError`) once main has it;
+    // `ConfigError` is for configuration only.
+    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
         self.shared.manager.spawn_gc_task(interval)
     }
 }

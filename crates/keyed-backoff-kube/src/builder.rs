@@ -1,5 +1,5 @@
-//! The builder: any ladder, a controller-wide rate limit, a reset window,
-//! jitter, and whether runs in backoff skip the body.
+//! The builder: any ladder, a controller-wide rate limit, when entries
+//! expire, jitter, and whether runs in backoff skip the body.
 
 use std::time::Duration;
 
@@ -15,20 +15,8 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// A builder: backoff starts at `initial` and doubles up to `max`.
-    /// [`build`](ObjectBackoffBuilder::build) checks the values.
-    ///
-    /// ```
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoff;
-    /// use std::time::Duration;
-    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .reset_after(Duration::from_secs(600))
-    ///     .skip_while_in_backoff(true)
-    ///     .build()?;
-    /// # let _ = b;
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
+    /// A builder whose backoff starts at `initial` and doubles up to `max`;
+    /// [`ObjectBackoffBuilder`] lists the defaults of everything else.
     pub fn builder(initial: Duration, max: Duration) -> ObjectBackoffBuilder<K> {
         ObjectBackoffBuilder::new_with(initial, max, K::DynamicType::default())
     }
@@ -36,15 +24,34 @@ where
 
 /// Builds an [`ObjectBackoff`]; from [`ObjectBackoff::builder`].
 ///
+/// Defaults: no jitter; an object's entry expires `2 * max` after its last
+/// failure (client-go's rule), so an object quiet that long starts over at
+/// `initial`; no controller-wide rate limit; every run reaches the
+/// reconcile body. [`build`](Self::build) checks every value.
+///
 /// ```
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use keyed_backoff_kube::ObjectBackoff;
+/// use kube::runtime::controller::Action;
 /// use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
+/// let backoff = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+///     .expire_after(Duration::from_secs(3600))
+///     .overall_rate_limit(10.0, 100)
+///     .skip_while_in_backoff(true)
+///     .build()?;
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("app".into());
+/// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(1)));
+///
 /// let err = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
 ///     .jitter(-1.0)
 ///     .build()
 ///     .unwrap_err();
 /// assert_eq!(err.field(), "jitter");
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct ObjectBackoffBuilder<K: Lookup> {
@@ -73,8 +80,8 @@ where
     ///     ApiResource::from_gvk(&gvk),
     /// )
     /// .build()?;
-    /// # let _ = b;
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// assert_eq!(b.manager().max(), Duration::from_secs(60));
+    /// # Ok::<(), keyed_backoff_kube::ConfigError>(())
     /// ```
     pub fn new_with(initial: Duration, max: Duration, dyntype: K::DynamicType) -> Self {
         Self {
@@ -85,41 +92,17 @@ where
         }
     }
 
-    /// Forget an object's backoff once this long has passed since its last
-    /// failure. Default: twice `max`, client-go's rule (600 s for the
-    /// kubelet's 300 s cap).
-    ///
-    /// ```
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoff;
-    /// use std::time::Duration;
-    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .reset_after(Duration::from_secs(3600))
-    ///     .build()?;
-    /// # let _ = b;
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn reset_after(mut self, window: Duration) -> Self {
+    /// An object's entry expires once this long has passed since its last
+    /// failure: its next failure starts over at `initial`.
+    pub fn expire_after(mut self, window: Duration) -> Self {
         self.settings = self.settings.expire_after(window);
         self
     }
 
-    /// Spread each delay by up to `factor` of itself (client-go's jitter),
-    /// so objects that fail together do not retry together. `build` checks
-    /// the factor.
-    ///
-    /// ```
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoff;
-    /// use std::time::Duration;
-    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .jitter(0.1)
-    ///     .build()?;
-    /// # let _ = b;
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn jitter(mut self, factor: f64) -> Self {
-        self.settings = self.settings.jitter(factor);
+    /// Spreads each delay by up to `jitter` times itself (client-go's
+    /// jitter factor), so objects that fail together do not retry together.
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.settings = self.settings.jitter(jitter);
         self
     }
 
@@ -148,19 +131,8 @@ where
     /// With `true`, a run of an object that is still in backoff (triggered
     /// by a watch event, a related object, or another requeue) skips the
     /// reconcile body and requeues at the wait left, so no event can make a
-    /// failing object run faster than its backoff. Default `false`: every
+    /// failing object run faster than its backoff. With `false`, every
     /// run reaches the body, and only the count of failures is protected.
-    ///
-    /// ```
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoff;
-    /// use std::time::Duration;
-    /// let b = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .skip_while_in_backoff(true)
-    ///     .build()?;
-    /// # let _ = b;
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn skip_while_in_backoff(mut self, skip: bool) -> Self {
         self.skip_while_in_backoff = skip;
         self
@@ -168,8 +140,7 @@ where
 
     /// Checks the settings and builds; errors name the field and its
     /// allowed range, as the core builder's do (`initial`, `max`, `jitter`,
-    /// `expire_after` for the reset window, and
-    /// `overall_rate_limit.per_second` / `.burst`).
+    /// `expire_after`, and `overall_rate_limit.per_second` / `.burst`).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;

@@ -21,21 +21,22 @@
 //!
 //! An object's backoff belongs to its uid ([`ObjectKey`]), as the kubelet's
 //! belongs to the pod's uid: an object deleted and created again under the
-//! same name starts at the initial delay. The old uid's entry is forgotten
-//! after the reset window and removed by GC ([`ObjectBackoff::spawn_gc`]),
-//! or at once with [`ObjectBackoff::forget`].
+//! same name starts at the initial delay. The old uid's entry expires (see
+//! [`expire_after`](ObjectBackoffBuilder::expire_after)) and is removed by
+//! GC ([`ObjectBackoff::spawn_gc_task`]), or at once with
+//! [`ObjectBackoff::reset`].
 //!
 //! # Presets
 //!
 //! | preset | per object | whole controller | source |
 //! |---|---|---|---|
-//! | [`kubelet`](ObjectBackoff::kubelet) | 10 s doubling to 300 s, reset after 600 s | none | kubelet CrashLoopBackOff |
+//! | [`kubelet`](ObjectBackoff::kubelet) | 10 s doubling to 300 s, expires after 600 s | none | kubelet CrashLoopBackOff |
 //! | [`workqueue`](ObjectBackoff::workqueue) | 5 ms doubling to 1000 s | token bucket 10/s, burst 100 | client-go `DefaultTypedControllerRateLimiter` |
 //! | [`controller_runtime`](ObjectBackoff::controller_runtime) | 5 ms doubling to 1000 s | none | controller-runtime's default with its priority queue |
 //!
 //! # Observability
 //!
-//! [`counters`](ObjectBackoff::counters) are always kept. With the
+//! [`stats`](ObjectBackoff::stats) are always kept. With the
 //! `prometheus-client` feature, `ObjectBackoff::register` exports
 //! them to a `prometheus_client` registry under controller-runtime's names;
 //! with the `tracing` feature, failures, refusals, skips, resets and panics
@@ -100,8 +101,11 @@ pub use backoff::{ObjectBackoff, ObjectManager};
 pub use builder::ObjectBackoffBuilder;
 pub use key::ObjectKey;
 pub use keyed_backoff;
+/// The core's types that appear in this crate's signatures, nameable from
+/// here.
+pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, clock::TokioClock};
 pub use reconcile::ReconcileError;
-pub use stats::Counters;
+pub use stats::Stats;
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

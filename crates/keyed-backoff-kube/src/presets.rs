@@ -15,9 +15,9 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// The kubelet's CrashLoopBackOff: 10 s doubling to 300 s, forgotten
-    /// after 600 s without a failure (twice the cap, client-go's rule). No
-    /// controller-wide limit.
+    /// The kubelet's CrashLoopBackOff: 10 s doubling to 300 s; an entry
+    /// expires 600 s after its last failure (twice the cap, client-go's
+    /// rule). No controller-wide limit.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -49,7 +49,7 @@ where
     /// the first 100 are requeued after 5 ms and the rest are spread at 10
     /// per second: 5,000 objects take about 490 s to be retried once.
     ///
-    /// The workqueue forgets an object only when told of a success; here a
+    /// The workqueue resets an object only when told of a success; here a
     /// success resets it too, and an object that has not failed for 2000 s
     /// (twice the cap) starts over.
     ///

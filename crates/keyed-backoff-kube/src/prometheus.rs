@@ -1,4 +1,4 @@
-//! Prometheus metrics through `prometheus-client`, read from the counters
+//! Prometheus metrics through `prometheus-client`, read from the totals
 //! at scrape time (nothing is updated on the reconcile path).
 
 use std::borrow::Cow;
@@ -45,7 +45,7 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let c = self.backoff.counters();
+        let c = self.backoff.stats();
         let controller = ("controller", &*self.controller);
         write(
             &mut encoder,

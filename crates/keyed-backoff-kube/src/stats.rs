@@ -3,16 +3,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Totals since the [`ObjectBackoff`] was built, for metrics.
+/// Totals since the [`ObjectBackoff`](crate::ObjectBackoff) was built, for metrics.
 ///
 /// ```
-/// use keyed_backoff_kube::Counters;
-/// let c = Counters::default();
+/// use keyed_backoff_kube::Stats;
+/// let c = Stats::default();
 /// assert_eq!(c.failures + c.refusals + c.successes + c.skips + c.panics, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Counters {
+pub struct Stats {
     /// Failures that advanced an object's backoff (each is a retry with
     /// backoff: `workqueue_retries_total`).
     pub failures: u64,
@@ -23,7 +23,7 @@ pub struct Counters {
     /// Successful reconciles (each resets the object's backoff).
     pub successes: u64,
     /// Runs whose body was skipped because the object was still in backoff
-    /// (only with [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff)).
+    /// (only with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff)).
     pub skips: u64,
     /// Reconciles that panicked (each is also a failure or a refusal when
     /// the error policy sees it).
@@ -44,7 +44,7 @@ impl Count {
     }
 }
 
-/// The live totals behind [`Counters`].
+/// The live totals behind [`Stats`].
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     pub(crate) failures: Count,
@@ -56,8 +56,8 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// The totals now.
-    pub(crate) fn read(&self) -> Counters {
-        Counters {
+    pub(crate) fn read(&self) -> Stats {
+        Stats {
             failures: self.failures.get(),
             refusals: self.refusals.get(),
             successes: self.successes.get(),

@@ -56,7 +56,7 @@ where
     ///   counted, and returned as [`ReconcileError::Panicked`], so the error
     ///   policy backs that object off and the controller keeps reconciling
     ///   every other object;
-    /// - with [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff),
+    /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
     ///   a run while the object is still in backoff does not call
     ///   `reconcile` and requeues at the wait left.
     ///
@@ -80,7 +80,7 @@ where
     /// let err = wrapped(Arc::new(cm.clone()), Arc::new(())).await.unwrap_err();
     /// assert!(err.is_panic());
     /// assert_eq!(err.to_string(), "reconcile panicked: no data");
-    /// assert_eq!(backoff.counters().panics, 1);
+    /// assert_eq!(backoff.stats().panics, 1);
     ///
     /// backoff.on_error(&cm);
     /// cm.data = Some(Default::default());
