@@ -17,6 +17,11 @@
 //!   a run triggered while the object is still in backoff skips the body and
 //!   requeues at the wait left.
 //!
+//! An operator that writes its own error policy (to log, count, or wait for
+//! a change on some errors) calls [`ObjectBackoff::on_error`] from it;
+//! [`ReconcileError`] shows one, and the crate's `widget` example is a
+//! whole operator for a custom resource built that way.
+//!
 //! # Whose backoff
 //!
 //! An object's backoff belongs to its uid ([`ObjectKey`]), as the kubelet's

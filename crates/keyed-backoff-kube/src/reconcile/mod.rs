@@ -24,7 +24,8 @@ where
 {
     /// An error policy for [`Controller::run`](kube::runtime::Controller::run):
     /// [`on_error`](Self::on_error) for the failed object, whatever the
-    /// error and the context.
+    /// error and the context. To treat some errors differently, write the
+    /// policy by hand: [`ReconcileError`] shows how.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
