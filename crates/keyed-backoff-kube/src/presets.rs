@@ -1,10 +1,13 @@
-//! The presets: the backoffs Kubernetes' own components use.
+//! The presets: the backoffs Kubernetes' own components use, built
+//! (`ObjectBackoff::kubelet()`) or as a builder to adjust
+//! (`ObjectBackoffBuilder::kubelet()`).
 
 use std::time::Duration;
 
 use kube::runtime::reflector::Lookup;
 
 use crate::backoff::ObjectBackoff;
+use crate::builder::ObjectBackoffBuilder;
 
 /// client-go's per-item exponential limiter bounds: 5 ms doubling to 1000 s.
 const WORKQUEUE_INITIAL: Duration = Duration::from_millis(5);
@@ -34,7 +37,7 @@ where
     /// # }
     /// ```
     pub fn kubelet() -> Self {
-        Self::builder(Duration::from_secs(10), Duration::from_secs(300))
+        ObjectBackoffBuilder::kubelet()
             .build()
             .expect("the kubelet's settings are valid")
     }
@@ -74,8 +77,7 @@ where
     /// # }
     /// ```
     pub fn workqueue() -> Self {
-        Self::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
-            .overall_rate_limit(10.0, 100)
+        ObjectBackoffBuilder::workqueue()
             .build()
             .expect("the workqueue's settings are valid")
     }
@@ -105,8 +107,41 @@ where
     /// # }
     /// ```
     pub fn controller_runtime() -> Self {
-        Self::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
+        ObjectBackoffBuilder::controller_runtime()
             .build()
             .expect("controller-runtime's settings are valid")
+    }
+}
+
+impl<K> ObjectBackoffBuilder<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    /// [`ObjectBackoff::kubelet`] as a builder, to adjust before building.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoffBuilder;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoffBuilder::<ConfigMap>::kubelet()
+    ///     .skip_while_in_backoff(true)
+    ///     .build()?;
+    /// assert_eq!(backoff.manager().max(), Duration::from_secs(300));
+    /// # Ok::<(), keyed_backoff_kube::ConfigError>(())
+    /// ```
+    pub fn kubelet() -> Self {
+        ObjectBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
+    }
+
+    /// [`ObjectBackoff::workqueue`] as a builder, to adjust before building.
+    pub fn workqueue() -> Self {
+        ObjectBackoff::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX).overall_rate_limit(10.0, 100)
+    }
+
+    /// [`ObjectBackoff::controller_runtime`] as a builder, to adjust before
+    /// building.
+    pub fn controller_runtime() -> Self {
+        ObjectBackoff::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
     }
 }
