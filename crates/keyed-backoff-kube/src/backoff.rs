@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Backoff, ConfigError, GcTaskGuard, InBackoff};
+use keyed_backoff::{Backoff, GcTaskGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
@@ -294,12 +294,13 @@ where
 
     /// Removes expired entries (including those of deleted or recreated
     /// objects' old uids) every `interval` from a tokio task, on tokio's
-    /// clock, until the guard is dropped. Outside a tokio runtime, or with
-    /// a zero `interval`, returns an error.
+    /// clock, until the guard is dropped. Outside a tokio runtime, in one
+    /// without timers, or with a zero `interval`, returns a [`SpawnError`]
+    /// and starts nothing.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
+    /// # async fn main() -> Result<(), keyed_backoff_kube::SpawnError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use keyed_backoff_kube::ObjectBackoff;
     /// use std::time::Duration;
@@ -308,10 +309,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    // TODO(kube branch only, before this reaches main): return the core's
-    // runtime error type (`keyed_backoff::SpawnError`) once main has it;
-    // `ConfigError` is for configuration only.
-    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcTaskGuard, ConfigError> {
+    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
         self.shared.manager.spawn_gc_task(interval)
     }
 }

@@ -108,7 +108,7 @@ pub use key::ObjectKey;
 pub use keyed_backoff;
 /// The core's types that appear in this crate's signatures, nameable from
 /// here.
-pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, clock::TokioClock};
+pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, SpawnError, clock::TokioClock};
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
 

@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, ClockInstant, saturating_nanos};
-use keyed_backoff::draws::UnitDraws;
+use keyed_backoff::__private::{UnitDraws, resolved, saturating_nanos};
+use keyed_backoff::clock::{Clock, ClockInstant};
 use keyed_backoff::{Backoff, ConfigError, Settings};
 use redis::aio::ConnectionLike;
 
@@ -242,9 +242,10 @@ impl RedisBackoffBuilder {
         C: ConnectionLike + Clone + Send + Sync,
     {
         let settings = self.settings.validate()?;
+        let rule = resolved(&settings);
         // Resolved here, so that the fallback draws the same stream.
-        let seed = settings.seed().unwrap_or_else(rand::random);
-        let (max, window) = (settings.max(), settings.window());
+        let seed = rule.seed.unwrap_or_else(rand::random);
+        let (max, window) = (rule.max, rule.expire_after);
         if self.prefix.is_empty() {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
@@ -276,7 +277,7 @@ impl RedisBackoffBuilder {
             None => None,
             Some(open_for) => {
                 let open_for = millisecond_to_hour("fallback", open_for)?;
-                let local = Backoff::<String>::from_settings(settings.settings().seed(seed));
+                let local = Backoff::<String>::from_settings(settings.seed(seed));
                 Some(Arc::new(Fallback::new(local.build()?, open_for)))
             }
         };
@@ -289,9 +290,9 @@ impl RedisBackoffBuilder {
         Ok(RedisBackoff {
             conn,
             prefix: self.prefix,
-            initial_ns: saturating_nanos(settings.initial()),
+            initial_ns: saturating_nanos(rule.initial),
             max_ns: saturating_nanos(max),
-            jitter: settings.jitter(),
+            jitter: rule.jitter,
             window_ns: saturating_nanos(window),
             ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
             timeout,

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use keyed_backoff::clock::{ClockInstant, saturating_nanos};
+use keyed_backoff::__private::saturating_nanos;
+use keyed_backoff::clock::ClockInstant;
 
 /// When the event being judged happened, as an age: how long before the
 /// store's now (negative ages are in the future).

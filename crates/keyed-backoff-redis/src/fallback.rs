@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use keyed_backoff::__private::saturating_nanos;
 use keyed_backoff::Backoff;
-use keyed_backoff::clock::{ClockInstant, saturating_nanos};
+use keyed_backoff::clock::ClockInstant;
 use parking_lot::Mutex;
 
 use crate::event::Event;

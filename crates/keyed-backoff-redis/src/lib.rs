@@ -68,8 +68,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keyed_backoff::__private::UnitDraws;
 use keyed_backoff::InBackoff;
-use keyed_backoff::draws::UnitDraws;
 use redis::aio::ConnectionLike;
 
 pub use builder::RedisBackoffBuilder;

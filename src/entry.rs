@@ -1,4 +1,4 @@
-//! The per-key entry: 16 bytes.
+//! The per-key entry (16 bytes) and its time unit, the [`Tick`].
 //!
 //! `last_update` is the clock reading at the latest `next`, kept as signed
 //! nanoseconds from the manager's epoch (its creation instant). The second
@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::policy::Tick;
+use crate::clock::ClockInstant;
 
 const BACKOFF_BITS: u32 = 52;
 const BACKOFF_MASK: u64 = (1 << BACKOFF_BITS) - 1;
@@ -15,20 +15,44 @@ const ATTEMPTS_MAX: u32 = (1 << (64 - BACKOFF_BITS)) - 1;
 
 /// The largest backoff an entry can hold: 2^52 − 1 ns, about 52 days.
 ///
-/// Builders refuse an `initial` or `max` above it; a jittered first value
-/// above it is clamped to it.
-///
-/// ```
-/// assert_eq!(keyed_backoff::MAX_BACKOFF.as_secs() / 86_400, 52);
-/// ```
+/// Builders refuse an `initial`, `max` or `expire_after` above it; a
+/// jittered first value above it is clamped to it.
 pub const MAX_BACKOFF: Duration = Duration::from_nanos(BACKOFF_MASK);
 
-/// The largest attempt count an entry reports; further attempts saturate here.
-///
-/// ```
-/// assert_eq!(keyed_backoff::MAX_ATTEMPTS, 4095);
-/// ```
+/// The largest attempt count an entry reports (4095); further attempts
+/// saturate here.
 pub const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
+
+/// A time on the manager's clock: signed nanoseconds since its epoch (the
+/// instant it was built). Negative ticks are instants before the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Tick(pub(crate) i64);
+
+impl Tick {
+    /// `t` on the time line that starts at `epoch`.
+    #[inline]
+    pub(crate) fn of<I: ClockInstant>(t: I, epoch: I) -> Tick {
+        Tick(t.nanos_since(epoch))
+    }
+
+    /// The instant of this tick on the time line that starts at `epoch`.
+    #[inline]
+    pub(crate) fn instant<I: ClockInstant>(self, epoch: I) -> I {
+        epoch.offset_by_nanos(self.0)
+    }
+
+    /// `self − earlier` in nanoseconds, exact (no overflow in `i128`).
+    #[inline]
+    pub(crate) fn since(self, earlier: Tick) -> i128 {
+        i128::from(self.0) - i128::from(earlier.0)
+    }
+
+    /// `self + ns`, saturating at the ends of `i64`.
+    #[inline]
+    pub(crate) fn plus(self, ns: i128) -> Tick {
+        Tick((i128::from(self.0) + ns).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
@@ -77,6 +101,12 @@ mod tests {
     #[test]
     fn entry_is_sixteen_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+
+    #[test]
+    fn the_limits_are_52_days_and_4095_attempts() {
+        assert_eq!(MAX_BACKOFF.as_secs() / 86_400, 52);
+        assert_eq!(MAX_ATTEMPTS, 4095);
     }
 
     #[test]

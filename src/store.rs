@@ -1,17 +1,19 @@
 //! The in-process store: a sharded concurrent map (dashmap) from keys to
-//! entries, read-modify-write of one key under its shard's lock, garbage
-//! collection sweeps and the amortised-GC counter. It decides nothing: the
-//! policy does, through the closures it is given.
+//! entries, the write path (read-modify-write of one key under its shard's
+//! lock) and garbage collection sweeps. It decides nothing: the rules do,
+//! through the closures it is given.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
 
-use super::entry::Entry;
-use super::policy::Tick;
+use crate::clock::ClockInstant;
+use crate::entry::{Entry, Tick};
+use crate::expiry::Expiry;
+use crate::rules::Staleness;
 
 /// Above this many entries per shard, a sweep judges under read locks and
 /// removes key by key; at or below it, it removes in place under each
@@ -21,7 +23,6 @@ const IN_PLACE_PER_SHARD: usize = 128;
 pub(crate) struct Store<K, S> {
     map: DashMap<K, Entry, S>,
     shards: usize,
-    amortized: Option<Amortized>,
     gc_runs: AtomicU64,
     gc_removed: AtomicU64,
     gc_panics: AtomicU64,
@@ -32,15 +33,10 @@ where
     K: Hash + Eq + Clone,
     S: BuildHasher + Clone,
 {
-    pub(crate) fn new(
-        map: DashMap<K, Entry, S>,
-        shards: usize,
-        amortized_every: Option<u32>,
-    ) -> Self {
+    pub(crate) fn new(map: DashMap<K, Entry, S>, shards: usize) -> Self {
         Store {
             map,
             shards,
-            amortized: amortized_every.map(Amortized::new),
             gc_runs: AtomicU64::new(0),
             gc_removed: AtomicU64::new(0),
             gc_panics: AtomicU64::new(0),
@@ -64,6 +60,52 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.map.get(key).map(|r| (r.key().clone(), *r.value()))
+    }
+
+    /// One write of `key` (`decide` gets the key's entry, the clock's now
+    /// read under the key's lock, and the expiry rule).
+    #[inline]
+    pub(crate) fn write<Q, E, I, D>(
+        &self,
+        key: &Q,
+        expiry: &Expiry<I>,
+        now: impl Fn() -> Tick,
+        decide: D,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+        I: ClockInstant,
+        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
+    {
+        // Matched here rather than through `Expiry::judged`: with `decide`
+        // nested one closure deeper, the compiler stops inlining the update.
+        match expiry {
+            Expiry::After(window) => self.update(key, now, |old, now| decide(old, now, window)),
+            Expiry::Custom { .. } => self.write_custom(key, expiry, now, decide),
+        }
+    }
+
+    /// [`write`](Self::write) with a user expiry function, kept out of line
+    /// so the fixed-window path stays small.
+    #[inline(never)]
+    fn write_custom<Q, E, I, D>(
+        &self,
+        key: &Q,
+        expiry: &Expiry<I>,
+        now: impl Fn() -> Tick,
+        decide: D,
+    ) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+        I: ClockInstant,
+        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
+    {
+        expiry.enter();
+        self.update(key, now, |old, now| decide(old, now, expiry))
     }
 
     /// Read-modify-write of one key under its shard's write lock: `decide`
@@ -174,15 +216,6 @@ where
         removed
     }
 
-    /// Counts one write for amortised GC; runs `sweep` if this is the n-th
-    /// and nobody else is sweeping.
-    #[inline]
-    pub(crate) fn after_write(&self, sweep: impl FnOnce()) {
-        if let Some(amortized) = &self.amortized {
-            amortized.tick(sweep);
-        }
-    }
-
     /// Calls `f` with every key and entry, shard by shard under read locks.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&K, Entry)) {
         for r in self.map.iter() {
@@ -214,40 +247,5 @@ where
 
     pub(crate) fn shrink_to_fit(&self) {
         self.map.shrink_to_fit();
-    }
-}
-
-/// Opt-in amortised GC: every `every`-th write runs a sweep, unless another
-/// caller is already sweeping.
-#[derive(Debug)]
-struct Amortized {
-    every: u64,
-    calls: AtomicU64,
-    sweeping: AtomicBool,
-}
-
-impl Amortized {
-    fn new(every: u32) -> Self {
-        Amortized {
-            every: u64::from(every.max(1)),
-            calls: AtomicU64::new(0),
-            sweeping: AtomicBool::new(false),
-        }
-    }
-
-    /// Counts one call; runs `sweep` on every `every`-th, one sweeper at a time.
-    #[inline]
-    fn tick(&self, sweep: impl FnOnce()) {
-        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(self.every) && !self.sweeping.swap(true, Ordering::Acquire) {
-            struct Release<'a>(&'a AtomicBool);
-            impl Drop for Release<'_> {
-                fn drop(&mut self) {
-                    self.0.store(false, Ordering::Release);
-                }
-            }
-            let _release = Release(&self.sweeping);
-            sweep();
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! The update rule: how `next` moves an entry's backoff.
+//! How a backoff grows: how `next` moves an entry's backoff.
 //!
 //! The default is client-go's ([`FactorJitter`]), called without dynamic
 //! dispatch; any other [`Step`] can replace it. Random draws come from a
@@ -17,14 +17,14 @@ pub(crate) enum Formula {
 }
 
 #[derive(Debug)]
-pub(crate) struct Rule {
+pub(crate) struct Growth {
     formula: Formula,
     draws: UnitDraws,
 }
 
-impl Rule {
+impl Growth {
     pub(crate) fn new(formula: Formula, seed: u64) -> Self {
-        Rule {
+        Growth {
             formula,
             draws: UnitDraws::new(seed),
         }
@@ -66,10 +66,10 @@ impl Rule {
 mod tests {
     use super::*;
 
-    fn client_go(initial: u64, max: u64, factor: f64) -> Rule {
+    fn client_go(initial: u64, max: u64, jitter: f64) -> Growth {
         let f = FactorJitter::new(Duration::from_nanos(initial), Duration::from_nanos(max))
-            .factor(factor);
-        Rule::new(Formula::ClientGo(f), 7)
+            .jitter(jitter);
+        Growth::new(Formula::ClientGo(f), 7)
     }
 
     #[test]

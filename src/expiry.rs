@@ -1,15 +1,17 @@
-//! The expiry rule as configured: a fixed window (client-go's `2·max` by
+//! When an entry is forgotten: a fixed window (client-go's `2·max` by
 //! default, the kubelet's 600 s) or a user function of instants, client-go's
-//! `HasExpiredFunc`. [`Judge`] presents either to the policy.
+//! `HasExpiredFunc`, and the guard that keeps that function from calling
+//! back into the manager that runs it.
 
 use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::policy::{Staleness, Tick, Window};
 use crate::clock::ClockInstant;
 use crate::duration::saturating_nanos;
+use crate::entry::Tick;
+use crate::rules::{Staleness, Window};
 
 /// A user expiry function: `(event, last_update, max) -> expired?`.
 pub(crate) type ExpiryFn<I> = Arc<dyn Fn(I, I, Duration) -> bool + Send + Sync>;
@@ -17,20 +19,25 @@ pub(crate) type ExpiryFn<I> = Arc<dyn Fn(I, I, Duration) -> bool + Send + Sync>;
 pub(crate) enum Expiry<I> {
     /// Stale when `event − last_update > window`.
     After(Window),
-    /// Any function of `(event, last_update, max)`.
-    Custom(ExpiryFn<I>),
+    /// Any function of `(event, last_update, max)`, with what it needs to
+    /// see instants: the manager's epoch and `max`.
+    Custom {
+        expired: ExpiryFn<I>,
+        epoch: I,
+        max: Duration,
+    },
 }
 
 impl<I> fmt::Debug for Expiry<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Expiry::After(w) => write!(f, "After({:?})", Duration::from_nanos(w.0)),
-            Expiry::Custom(_) => f.write_str("Custom(..)"),
+            Expiry::Custom { .. } => f.write_str("Custom(..)"),
         }
     }
 }
 
-impl<I> Expiry<I> {
+impl<I: ClockInstant> Expiry<I> {
     /// Stale after a fixed window.
     pub(crate) fn after(window: Duration) -> Self {
         Expiry::After(Window(saturating_nanos(window)))
@@ -40,16 +47,38 @@ impl<I> Expiry<I> {
     pub(crate) fn twice_max(max: Duration) -> Self {
         Expiry::After(Window(saturating_nanos(max).saturating_mul(2)))
     }
-}
 
-/// The configured rule with what a user function needs to see instants:
-/// the manager's epoch and `max`, and which manager asks (to refuse a
-/// function that calls back into it).
-pub(crate) struct Judge<'a, I> {
-    pub(crate) expiry: &'a Expiry<I>,
-    pub(crate) epoch: &'a I,
-    pub(crate) max: &'a Duration,
-    pub(crate) owner: usize,
+    /// Calls `f` with the rule as the rules module asks it, matched once:
+    /// the common fixed window goes as itself (no re-entry check, no
+    /// dispatch per judgement, so `f` inlines to plain arithmetic), a user
+    /// function after the re-entry check.
+    #[inline]
+    pub(crate) fn judged<R>(&self, f: impl FnOnce(&dyn Staleness) -> R) -> R {
+        match self {
+            Expiry::After(window) => f(window),
+            Expiry::Custom { .. } => {
+                self.enter();
+                f(self)
+            }
+        }
+    }
+
+    /// Refuses a call from inside this rule's own expiry function (only a
+    /// custom function can call back; the fixed window cannot).
+    #[inline]
+    pub(crate) fn enter(&self) {
+        if let Expiry::Custom { .. } = self {
+            refuse_reentry(self.owner());
+        }
+    }
+
+    /// The identity of the manager that owns this rule, for re-entry
+    /// checks: the rule's address, which cannot change while the manager
+    /// is borrowed.
+    #[inline]
+    fn owner(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
 }
 
 thread_local! {
@@ -61,7 +90,7 @@ thread_local! {
 /// runs under a shard lock, so calling the same manager from it would
 /// deadlock (or, from a read lock, block every writer of that shard).
 #[inline]
-pub(crate) fn refuse_reentry(owner: usize) {
+fn refuse_reentry(owner: usize) {
     if RUNNING_FOR.with(Cell::get) == owner {
         panic!(
             "keyed-backoff: the expiry function called back into the Backoff it belongs to; \
@@ -83,17 +112,17 @@ fn running_for<T>(owner: usize, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-impl<I: ClockInstant> Staleness for Judge<'_, I> {
+impl<I: ClockInstant> Staleness for Expiry<I> {
     #[inline]
     fn is_stale(&self, event: Tick, last_update: Tick) -> bool {
-        match self.expiry {
+        match self {
             Expiry::After(window) => window.is_stale(event, last_update),
-            Expiry::Custom(f) => running_for(self.owner, || {
-                f(
-                    self.epoch.offset_by_nanos(event.0),
-                    self.epoch.offset_by_nanos(last_update.0),
-                    *self.max,
-                )
+            Expiry::Custom {
+                expired,
+                epoch,
+                max,
+            } => running_for(self.owner(), || {
+                expired(event.instant(*epoch), last_update.instant(*epoch), *max)
             }),
         }
     }

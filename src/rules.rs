@@ -3,42 +3,22 @@
 //! backoff and for how long, and what the gate decides.
 //!
 //! No map, no lock and no clock lives here: callers read the clock and hold
-//! whatever lock they need, then ask the policy. The in-process map decides
+//! whatever lock they need, then ask these rules. The in-process map decides
 //! by these functions, so each rule is written once in Rust. Times are
 //! [`Tick`]s: signed nanoseconds from the manager's epoch.
 //!
 //! One store cannot call them: Redis runs Lua, so the `keyed-backoff-redis`
 //! crate's script (`entry.lua`) restates these rules. The restatement is
-//! checked against client-go itself: that crate's `tests/store.rs`
-//! (`every_clientgo_trace_replays_on_redis`) replays every trace of
-//! `tests/data/clientgo` on a real redis-server, as this crate's
+//! checked against client-go itself: that crate's trace suite replays every
+//! trace of `tests/data/clientgo` on a real redis-server, as this crate's
 //! `tests/conformance.rs` replays them here. Change a rule here and the
 //! script with it, or those traces fail.
 
 use std::time::Duration;
 
-use super::entry::Entry;
-use super::rule::Rule;
 use crate::duration::positive_nanos;
-
-/// A time on the manager's clock: signed nanoseconds since its epoch (the
-/// instant it was built). Negative ticks are instants before the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct Tick(pub(crate) i64);
-
-impl Tick {
-    /// `self − earlier` in nanoseconds, exact (no overflow in `i128`).
-    #[inline]
-    pub(crate) fn since(self, earlier: Tick) -> i128 {
-        i128::from(self.0) - i128::from(earlier.0)
-    }
-
-    /// `self + ns`, saturating at the ends of `i64`.
-    #[inline]
-    pub(crate) fn plus(self, ns: i128) -> Tick {
-        Tick((i128::from(self.0) + ns).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
-    }
-}
+use crate::entry::{Entry, Tick};
+use crate::growth::Growth;
 
 /// When an entry counts as stale: client-go's `HasExpiredFunc`, asked with
 /// an event time and the entry's last update.
@@ -71,7 +51,7 @@ pub(crate) fn expired(stale: &(impl Staleness + ?Sized), entry: Entry, event: Ti
 /// otherwise the rule's following one, one more attempt.
 #[inline]
 pub(crate) fn next_entry(
-    rule: &Rule,
+    growth: &Growth,
     stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
     event: Tick,
@@ -80,10 +60,10 @@ pub(crate) fn next_entry(
     match old {
         Some(e) if !expired(stale, e, event) => Entry::new(
             now,
-            rule.following(e.backoff_ns(), e.attempts()),
+            growth.following(e.backoff_ns(), e.attempts()),
             e.attempts().saturating_add(1),
         ),
-        _ => Entry::new(now, rule.first(), 1),
+        _ => Entry::new(now, growth.first(), 1),
     }
 }
 
@@ -145,7 +125,7 @@ pub(crate) fn in_backoff_since(
 /// `event`, otherwise the entry after a failure at `event`, written at `now`.
 #[inline]
 pub(crate) fn gate(
-    rule: &Rule,
+    growth: &Growth,
     stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
     event: Tick,
@@ -154,7 +134,7 @@ pub(crate) fn gate(
     if let Some(wait) = old.and_then(|e| remaining(stale, e, event)) {
         return Err(wait);
     }
-    Ok(next_entry(rule, stale, old, event, now))
+    Ok(next_entry(growth, stale, old, event, now))
 }
 
 /// An entry rebuilt from a snapshot: last updated `age_ns` before `now`
@@ -178,14 +158,14 @@ pub(crate) fn restored(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyed::rule::{Formula, Rule};
+    use crate::growth::{Formula, Growth};
     use crate::strategy::FactorJitter;
 
     const W: Window = Window(100);
 
-    fn rule(initial: u64, max: u64) -> Rule {
+    fn rule(initial: u64, max: u64) -> Growth {
         let f = FactorJitter::new(Duration::from_nanos(initial), Duration::from_nanos(max));
-        Rule::new(Formula::ClientGo(f), 1)
+        Growth::new(Formula::ClientGo(f), 1)
     }
 
     fn e(last: i64, backoff: u64, attempts: u32) -> Entry {
