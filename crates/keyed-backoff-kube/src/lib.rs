@@ -106,13 +106,12 @@ pub use backoff::{ObjectBackoff, ObjectManager};
 pub use builder::ObjectBackoffBuilder;
 pub use key::ObjectKey;
 pub use keyed_backoff;
-/// The core's types that appear in this crate's signatures, nameable from
-/// here.
+// The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, SpawnError, clock::TokioClock};
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
 
-/// The README's example, compiled as a doc test.
+/// The README's examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
