@@ -25,6 +25,7 @@ use crate::gc::GcTaskGuard;
 use crate::gc::{self, Amortized, GcGuard};
 use crate::growth::Growth;
 use crate::inspect::{self, EntryView, Stats};
+use crate::observe;
 use crate::rules::{self, Staleness};
 use crate::settings::Settings;
 use crate::snapshot::{self, Snapshot};
@@ -368,13 +369,7 @@ where
         let removed = self
             .store
             .sweep(|entry| rules::expired(&self.expiry, entry, now));
-        #[cfg(feature = "tracing")]
-        tracing::debug!(
-            target: "keyed_backoff",
-            removed,
-            entries = self.store.len(),
-            "gc sweep"
-        );
+        observe::gc_swept(removed, || self.store.len());
         removed
     }
 }
@@ -1066,11 +1061,7 @@ where
             self.gc();
         }) {
             self.store.count_gc_panic();
-            #[cfg(feature = "tracing")]
-            tracing::error!(
-                target: "keyed_backoff",
-                "the expiry function panicked; the sweep ended early and the next one will retry"
-            );
+            observe::gc_panicked();
         }
     }
 }
