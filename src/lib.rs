@@ -131,6 +131,7 @@ mod error;
 mod expiry;
 mod gc;
 mod growth;
+mod hold;
 mod inspect;
 mod observe;
 pub mod retry;
