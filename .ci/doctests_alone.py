@@ -10,7 +10,11 @@ untracked, not ignored) into a scratch workspace, replaces each published
 crate's dev-dependencies with what a user's application has beside it,
 tokio for `#[tokio::main]`:
 
-    tokio = { version = "1", features = ["macros", "rt", "rt-multi-thread", "time"] }
+    tokio = { version = "1", features = ["macros", "rt", "rt-multi-thread", "time", "test-util"] }
+
+(`test-util` for the examples that run on tokio's paused clock, as a user's
+tests do), and for the kube crate what an operator has anyway (kube,
+k8s-openapi, serde, schemars),
 
 and runs `cargo test --doc -p CRATE --all-features` there, one crate at a
 time (so no crate's features leak into another's). Crates a companion
@@ -18,10 +22,9 @@ re-exports (`redis`, `keyed_backoff`) are reached through the re-export,
 as a user would. k8s-openapi's Kubernetes version comes from the
 repository's `.cargo/config.toml`, as for any build of the kube crate.
 
-The scratch workspace and its target directory live under
-`$CARGO_TARGET_DIR/doctests-alone` (default `target/doctests-alone`): the
-first run builds the dependencies once more with the users' features, later
-runs are incremental.
+The scratch workspace lives under `$CARGO_TARGET_DIR/doctests-alone`
+(default `target/doctests-alone`) and builds into the repository's target
+directory: only what the users' features change is built again.
 
 Usage: python3 .ci/doctests_alone.py [CRATE...]   (default: every published crate)
 """
@@ -42,8 +45,26 @@ CRATES = {
 }
 USER_DEV_DEPENDENCIES = (
     '[dev-dependencies]\n'
-    'tokio = { version = "1", features = ["macros", "rt", "rt-multi-thread", "time"] }\n'
+    'tokio = { version = "1", features = ["macros", "rt", "rt-multi-thread", "time", "test-util"] }\n'
 )
+# What a user of a crate has beside it anyway, kept from the crate's own
+# dev-dependencies: an operator depends on kube (with its derive and
+# runtime), k8s-openapi, serde and schemars to write a custom resource.
+USER_ALSO_HAS = {
+    "keyed-backoff-kube": ["kube", "k8s-openapi", "serde", "serde_json", "schemars", "futures"],
+}
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    return str(v)
 
 
 def repo_files(root):
@@ -115,12 +136,16 @@ def strip_dev(parsed):
     return parsed
 
 
-def user_manifest(manifest):
+def user_manifest(manifest, crate):
     """`manifest` with the dev-dependencies a user's application has. Checked:
     everything else must parse to exactly what it was."""
-    text = without_dev_dependencies(manifest).rstrip("\n") + "\n\n" + USER_DEV_DEPENDENCIES
-    before, after = tomllib.loads(manifest), tomllib.loads(text)
-    if strip_dev(before) != strip_dev(after) or after["dev-dependencies"].keys() != {"tokio"}:
+    before = tomllib.loads(manifest)
+    also = {name: spec for name, spec in before.get("dev-dependencies", {}).items()
+            if name in USER_ALSO_HAS.get(crate, [])}
+    extra = "".join(f"{name} = {toml_value(spec)}\n" for name, spec in also.items())
+    text = without_dev_dependencies(manifest).rstrip("\n") + "\n\n" + USER_DEV_DEPENDENCIES + extra
+    after = tomllib.loads(text)
+    if strip_dev(before) != strip_dev(after) or after["dev-dependencies"].keys() != {"tokio", *also}:
         raise SystemExit("doctests_alone.py: could not replace the dev-dependencies of a manifest "
                          "without changing the rest; rewrite it with one [dev-dependencies] table")
     return text
@@ -136,11 +161,13 @@ def main():
     base = os.path.join(os.path.abspath(target), "doctests-alone")
     scratch = os.path.join(base, "workspace")
     manifests = {}
-    for path in CRATES.values():
+    for crate, path in CRATES.items():
         with open(os.path.join(root, path, "Cargo.toml")) as f:
-            manifests[os.path.normpath(os.path.join(path, "Cargo.toml"))] = user_manifest(f.read())
+            manifests[os.path.normpath(os.path.join(path, "Cargo.toml"))] = user_manifest(f.read(), crate)
     sync(root, repo_files(root), scratch, manifests)
-    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(base, "target"))
+    # The repository's own target directory: dependencies built with the same
+    # features are reused, those a dev-dependency changed are built once more.
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.abspath(target))
     failed = []
     for crate in crates:
         start = time.monotonic()
