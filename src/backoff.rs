@@ -25,7 +25,9 @@ use crate::expiry::Expiry;
 use crate::gc::GcTaskGuard;
 use crate::gc::{self, Amortized, GcGuard};
 use crate::growth::Growth;
+use crate::hold::Holds;
 use crate::inspect::{self, EntryView, Stats};
+use crate::observe;
 use crate::outage::{self, KeyWatch};
 use crate::rules::{self, Staleness};
 use crate::settings::Settings;
@@ -76,6 +78,8 @@ pub struct Backoff<K, C: Clock = StdClock, S = DefaultHashBuilder> {
     growth: Growth,
     expiry: Expiry<C::Instant>,
     amortized: Option<Amortized>,
+    /// Per-key floors (`hold_until`), apart from client-go's entries.
+    holds: Holds<K, S>,
     /// Outage detection, when the builder turned it on.
     outage: Option<Box<KeyWatch>>,
 }
@@ -189,6 +193,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             growth: p.growth,
             expiry: p.expiry,
             amortized: p.amortized,
+            holds: p.holds,
             outage: p.outage,
         })
     }
@@ -334,6 +339,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.expiry.enter();
+        self.holds.clear(key);
         outage::success(self.outage.as_deref(), key, || self.now_tick());
         self.store.remove(key)
     }
@@ -366,24 +372,12 @@ where
         let removed = self
             .store
             .sweep(|entry| rules::expired(&self.expiry, entry, now));
-        #[cfg(feature = "tracing")]
-        tracing::debug!(
-            target: "keyed_backoff",
-            removed,
-            entries = self.store.len(),
-            "gc sweep"
-        );
+        self.holds.sweep(now);
+        observe::gc_swept(removed, || self.store.len());
         removed
     }
-}
+    // The gate: one decision per failure, and where a key stands.
 
-// The gate: one decision per failure, and where a key stands.
-impl<K, C, S> Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone,
-    C: Clock,
-    S: BuildHasher + Clone,
-{
     /// The atomic gate: in one operation under the key's lock, refuse with
     /// the remaining wait if the key is in backoff at `now`, otherwise
     /// advance it (as `next(key, now)`) and return the new backoff.
@@ -499,9 +493,12 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let now = self.tick(now);
-        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, now);
-        let own = self.expiry.judged(own);
-        outage::wait(&self.outage, &self.store, key, now, own)
+        let wait = self.expiry.judged(|stale| {
+            let entry = self.store.get(key)?;
+            rules::remaining(stale, entry, now)
+        });
+        let wait = wait.max(rules::held(self.holds.get(key), now));
+        outage::wait(&self.outage, &self.store, key, now, wait)
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -543,10 +540,12 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let (event, now) = (self.tick(event_time), self.now_tick());
-        let own =
-            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
-        let own = self.expiry.judged(own);
-        outage::wait(&self.outage, &self.store, key, now, own)
+        let wait = self.expiry.judged(|stale| {
+            let entry = self.store.get(key)?;
+            rules::remaining_since(stale, entry, event, now)
+        });
+        let wait = wait.max(rules::held(self.holds.get(key), now));
+        outage::wait(&self.outage, &self.store, key, now, wait)
     }
 
     /// How many times `next` advanced the key's entry since it was created
@@ -569,6 +568,51 @@ where
     {
         self.expiry.enter();
         self.store.get(key).map_or(0, Entry::attempts)
+    }
+
+    /// A floor under `key`'s wait: the key may not run before `until`,
+    /// whatever its backoff says, as when a server answered 429 or 503 with
+    /// `Retry-After`.
+    ///
+    /// Every check a caller makes before running honours it:
+    /// [`try_next`](Self::try_next) refuses with the longer of the two
+    /// waits, [`remaining`](Self::remaining) and
+    /// [`remaining_since`](Self::remaining_since) report it,
+    /// [`is_in_backoff_since`](Self::is_in_backoff_since) and
+    /// [`is_in_backoff_since_update`](Self::is_in_backoff_since_update) say
+    /// "in backoff", and `until_ready` waits for it. A later `until`
+    /// extends the floor; an earlier one never shortens it;
+    /// [`reset`](Self::reset) clears it, and `gc` forgets it once passed.
+    ///
+    /// The floor is not part of the key's entry: [`next`](Self::next),
+    /// [`get`](Self::get) and [`attempts`](Self::attempts) are client-go's,
+    /// so the backoff grows exactly as it would without it, and the views,
+    /// stats and snapshots describe the entries alone.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, InBackoff};
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(1)));
+    /// // The server answered 429 with `Retry-After: 30`.
+    /// b.hold_until("api.example.com".to_string(), clock.now() + Duration::from_secs(30));
+    /// clock.advance(Duration::from_secs(1)); // the backoff is over, the floor is not
+    /// assert_eq!(
+    ///     b.try_next("api.example.com", clock.now()),
+    ///     Err(InBackoff { remaining: Duration::from_secs(29) })
+    /// );
+    /// clock.advance(Duration::from_secs(29));
+    /// // The ladder goes on where it was: 1 s, then 2 s.
+    /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(2)));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn hold_until(&self, key: K, until: C::Instant) {
+        self.expiry.enter();
+        self.holds.extend(key, self.tick(until));
     }
 }
 
@@ -949,6 +993,100 @@ where
         let now = self.now_tick();
         snapshot::restore(&self.store, snapshot, &self.expiry, now, wall_now, max_ns)
     }
+
+    // The write path and the time line.
+
+    /// `t` on the manager's time line.
+    #[inline]
+    fn tick(&self, t: C::Instant) -> Tick {
+        Tick::of(t, self.epoch)
+    }
+
+    /// The clock's now on the manager's time line.
+    #[inline]
+    fn now_tick(&self) -> Tick {
+        self.tick(self.clock.now())
+    }
+
+    /// `next` at `event`, or at the clock's now read under the key's lock
+    /// (one clock read) when `event` is `None`; through outage detection,
+    /// out of line, when it is on.
+    #[inline]
+    fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let next = |old, now, stale: &dyn Staleness| {
+            rules::next_entry(&self.growth, stale, old, event.unwrap_or(now), now)
+        };
+        let Some(w) = self.outage.as_deref() else {
+            let Ok(entry) = self.write(key, |o, n, s| Ok::<_, Infallible>(next(o, n, s)));
+            return entry.backoff();
+        };
+        let write = || self.write(key, |o, n, s| Ok(next(o, n, s)));
+        let own = (&self.store, &self.expiry, None);
+        outage::failure(w, own, key, self.now_tick(), write).unwrap_or_else(|wait| wait)
+    }
+
+    /// The gate at `event`, or at the clock's now read under the key's lock
+    /// when `event` is `None`; through outage detection when it is on.
+    #[inline]
+    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        let hold = self.holds.get(key);
+        let gate = |old, now, stale: &dyn Staleness| {
+            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now, hold)
+        };
+        let write = || self.write(key, gate);
+        match self.outage.as_deref() {
+            None => self.write(key, gate).map(Entry::backoff),
+            Some(w) => outage::failure(
+                w,
+                (&self.store, &self.expiry, hold),
+                key,
+                self.now_tick(),
+                write,
+            ),
+        }
+        .map_err(|remaining| InBackoff { remaining })
+    }
+
+    /// One write through the store, counted for amortised GC.
+    #[inline]
+    fn write<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
+    {
+        let written = self
+            .store
+            .write(key, &self.expiry, || self.now_tick(), decide);
+        if let Some(amortized) = &self.amortized {
+            amortized.tick(|| self.gc_contained());
+        }
+        written
+    }
+
+    /// [`gc`](Self::gc) for the background sweepers and amortised GC: a
+    /// panic in the user's expiry function is counted in
+    /// [`Stats::gc_panics`], never propagated, so it cannot end a GC thread
+    /// or fail an unrelated caller whose own update already took effect.
+    fn gc_contained(&self) {
+        if !gc::contained(|| {
+            self.gc();
+        }) {
+            self.store.count_gc_panic();
+            observe::gc_panicked();
+        }
+    }
 }
 
 impl<K, C, S> Backoff<K, C, S>
@@ -978,102 +1116,6 @@ where
         let now = self.clock.now();
         let views = inspect::entries(&self.store, self.tick(now), self.epoch, &self.expiry);
         inspect::dump(&self.store, views, now)
-    }
-}
-
-// The write path and the time line.
-impl<K, C, S> Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone,
-    C: Clock,
-    S: BuildHasher + Clone,
-{
-    /// `t` on the manager's time line.
-    #[inline]
-    fn tick(&self, t: C::Instant) -> Tick {
-        Tick::of(t, self.epoch)
-    }
-
-    /// The clock's now on the manager's time line.
-    #[inline]
-    fn now_tick(&self) -> Tick {
-        self.tick(self.clock.now())
-    }
-
-    /// `next` at `event`, or at the clock's now read under the key's lock
-    /// (one clock read) when `event` is `None`; through outage detection
-    /// when it is on (out of line, so that this path stays small).
-    #[inline]
-    fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-    {
-        let next = |old, now, stale: &dyn Staleness| {
-            rules::next_entry(&self.growth, stale, old, event.unwrap_or(now), now)
-        };
-        let Some(w) = self.outage.as_deref() else {
-            let Ok(entry) = self.write(key, |o, n, s| Ok::<_, Infallible>(next(o, n, s)));
-            return entry.backoff();
-        };
-        let write = || self.write(key, |o, n, s| Ok(next(o, n, s)));
-        let own = (&self.store, &self.expiry);
-        outage::failure(w, own, key, self.now_tick(), write).unwrap_or_else(|wait| wait)
-    }
-
-    /// The gate at `event`, or at the clock's now read under the key's lock
-    /// when `event` is `None`; through outage detection when it is on.
-    #[inline]
-    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-    {
-        let gate = |old, now, stale: &dyn Staleness| {
-            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now)
-        };
-        let write = || self.write(key, gate);
-        match self.outage.as_deref() {
-            None => self.write(key, gate).map(Entry::backoff),
-            Some(w) => outage::failure(w, (&self.store, &self.expiry), key, self.now_tick(), write),
-        }
-        .map_err(|remaining| InBackoff { remaining })
-    }
-
-    #[inline]
-    fn write<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-        D: FnOnce(Option<Entry>, Tick, &dyn Staleness) -> Result<Entry, E>,
-    {
-        let written = self
-            .store
-            .write(key, &self.expiry, || self.now_tick(), decide);
-        if let Some(amortized) = &self.amortized {
-            amortized.tick(|| self.gc_contained());
-        }
-        written
-    }
-
-    /// [`gc`](Self::gc) for the background sweepers and amortised GC: a
-    /// panic in the user's expiry function is counted in
-    /// [`Stats::gc_panics`], never propagated, so it cannot end a GC thread
-    /// or fail an unrelated caller whose own update already took effect.
-    fn gc_contained(&self) {
-        if !gc::contained(|| {
-            self.gc();
-        }) {
-            self.store.count_gc_panic();
-            #[cfg(feature = "tracing")]
-            tracing::error!(
-                target: "keyed_backoff",
-                "the expiry function panicked; the sweep ended early and the next one will retry"
-            );
-        }
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::ConfigError;
 use crate::expiry::{Expiry, ExpiryFn};
 use crate::gc::Amortized;
 use crate::growth::{Formula, Growth};
+use crate::hold::Holds;
 use crate::outage::{KeyWatch, OutageSettings};
 use crate::settings::{Settings, check_window};
 use crate::store::Store;
@@ -136,6 +137,7 @@ pub(crate) struct Parts<K, C: Clock, S> {
     pub(crate) expiry: Expiry<C::Instant>,
     pub(crate) amortized: Option<Amortized>,
     pub(crate) outage: Option<Box<KeyWatch>>,
+    pub(crate) holds: Holds<K, S>,
 }
 
 impl<K> BackoffBuilder<K> {
@@ -414,6 +416,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             Some(0) => return Err(ConfigError::new("amortized_gc", "at least 1", 0)),
             every => every.map(Amortized::new),
         };
+        let holds = Holds::new(self.hasher.clone(), shards);
         let map =
             DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, shards);
         let seed = seed.unwrap_or_else(rand::random);
@@ -440,6 +443,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             expiry,
             amortized,
             outage,
+            holds,
         })
     }
 }

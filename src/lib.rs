@@ -108,10 +108,10 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
+//! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task`, `Backoff::until_ready` and `until_ready_then_next` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
-//! | `tracing` | events (target `keyed_backoff`) for GC sweeps, contained expiry panics and outages |
-//! | `metrics` | outage counters, gauge and histogram through the `metrics` facade |
+//! | `tracing` | events (target `keyed_backoff`) for GC sweeps (DEBUG), for panics of the expiry function that a sweeper contained (ERROR) and for outages (INFO); without it nothing is compiled in |
+//! | `metrics` | outage counters, gauge and histogram through the `metrics` facade; without it nothing is compiled in |
 //!
 //! Companion crates, each with its own version: `keyed-backoff-redis` (one
 //! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`
@@ -145,6 +145,7 @@ mod error;
 mod expiry;
 mod gc;
 mod growth;
+mod hold;
 mod inspect;
 mod observe;
 mod outage;

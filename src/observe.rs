@@ -1,10 +1,11 @@
-//! What the crate tells an operator: `tracing` events (feature `tracing`)
-//! and `metrics` (feature `metrics`) at its decisions. With both features
-//! off, every function here compiles to nothing.
+//! What the manager tells an operator: `tracing` events at its decisions
+//! (feature `tracing`, target `keyed_backoff`) and, for outages, `metrics`
+//! (feature `metrics`). The rest of the crate calls these functions;
+//! without the features each is empty and compiles to nothing.
 //!
 //! Outage-aware backoff reports:
 //!
-//! | event (INFO, target `keyed_backoff`) | metrics |
+//! | event (INFO) | metrics |
 //! |---|---|
 //! | an outage began, with the failures and successes that declared it | `keyed_backoff_outages_total` +1, `keyed_backoff_outage_active` +1 |
 //! | the outage ended, with how long it lasted and the keys it held | `keyed_backoff_outage_active` −1, `keyed_backoff_outage_duration_seconds` (histogram), `keyed_backoff_outage_held_keys_total` + the keys held |
@@ -14,6 +15,27 @@
 //! process add up instead of overwriting each other.
 
 use crate::outage::Event;
+
+/// A GC sweep removed `removed` entries and left `entries()` (DEBUG:
+/// sweeps run on a schedule). `entries` is only counted when the event is
+/// compiled in.
+#[inline]
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+pub(crate) fn gc_swept(removed: usize, entries: impl FnOnce() -> usize) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "keyed_backoff", removed, entries = entries(), "gc sweep");
+}
+
+/// A background or amortised sweep ended early because the user's expiry
+/// function panicked; the panic was contained (ERROR: a bug to fix).
+#[inline]
+pub(crate) fn gc_panicked() {
+    #[cfg(feature = "tracing")]
+    tracing::error!(
+        target: "keyed_backoff",
+        "the expiry function panicked; the sweep ended early and the next one will retry"
+    );
+}
 
 /// An outage event.
 #[inline]

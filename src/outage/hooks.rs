@@ -27,7 +27,8 @@ fn line(t: Tick) -> Duration {
 }
 
 /// A failure of `key` at `now` with detection on, written by `write` (the
-/// manager's own rule, `Err` with the wait left when the gate refuses).
+/// manager's own rule, `Err` with the wait left when the gate refuses; the
+/// key may be held by a floor `hold` until then).
 /// During an outage a held key
 /// is answered by the outage instead: `Ok` with its wait when the failure
 /// counts (its turn), `Err` when it came out of turn; its entry is not
@@ -36,7 +37,7 @@ fn line(t: Tick) -> Duration {
 #[inline(never)]
 pub(crate) fn failure<K, S, I, Q>(
     watch: &KeyWatch,
-    (store, expiry): (&Store<K, S>, &Expiry<I>),
+    (store, expiry, hold): (&Store<K, S>, &Expiry<I>, Option<Tick>),
     key: &Q,
     now: Tick,
     write: impl FnOnce() -> Result<Entry, Duration>,
@@ -51,7 +52,8 @@ where
     match watch.before_failure(key, line(now), || store.get(key), observe::outage) {
         Verdict::Held { until, counted } => {
             let own = expiry.judged(|stale| rules::remaining(stale, store.get(key)?, now));
-            let wait = own.unwrap_or_default().max(until.saturating_sub(line(now)));
+            let own = own.max(rules::held(hold, now)).unwrap_or_default();
+            let wait = own.max(until.saturating_sub(line(now)));
             return if counted { Ok(wait) } else { Err(wait) };
         }
         Verdict::Released { level } => give_back(store, expiry, key, level, now),

@@ -74,7 +74,7 @@ impl Event {
     /// The event at `event`, judged at `now`, on any crate clock.
     ///
     /// ```
-    /// use keyed_backoff::clock::MockInstant;
+    /// use keyed_backoff_redis::clock::MockInstant;
     /// use keyed_backoff_redis::Event;
     /// let e = Event::between(MockInstant::from_nanos(4), MockInstant::from_nanos(10));
     /// assert_eq!(e.age_nanos(), 6);

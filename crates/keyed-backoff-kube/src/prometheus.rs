@@ -1,4 +1,4 @@
-//! Prometheus metrics through `prometheus-client`, read from the counters
+//! Prometheus metrics through `prometheus-client`, read from the totals
 //! at scrape time (nothing is updated on the reconcile path).
 
 use std::borrow::Cow;
@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::ObjectBackoff;
+use crate::backoff::ObjectBackoff;
 
 struct Scrape<K: Lookup> {
     backoff: ObjectBackoff<K>,
@@ -45,7 +45,7 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let c = self.backoff.counters();
+        let c = self.backoff.stats();
         let controller = ("controller", &*self.controller);
         write(
             &mut encoder,
@@ -89,7 +89,8 @@ where
             controller,
             &ConstCounter::new(c.skips),
         )?;
-        let in_backoff = i64::try_from(self.backoff.in_backoff()).unwrap_or(i64::MAX);
+        let in_backoff =
+            i64::try_from(self.backoff.manager().stats().in_backoff).unwrap_or(i64::MAX);
         write(
             &mut encoder,
             "keyed_backoff_objects_in_backoff",

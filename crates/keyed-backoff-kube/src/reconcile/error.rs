@@ -9,11 +9,78 @@ use std::fmt;
 /// with: its own error, or a panic that was caught so that it fails only its
 /// object.
 ///
+/// # In a hand-written error policy
+///
+/// The wrapped reconcile's error type is `ReconcileError<E>`, so an error
+/// policy written by hand (kube-rs's controller examples write one to log,
+/// count or pick a delay per error) takes `&ReconcileError<E>` where it
+/// took `&E`, reads the reconcile's own error with
+/// [`as_inner`](Self::as_inner) (`None` for a panic), and calls
+/// [`on_error`](crate::ObjectBackoff::on_error) to back off:
+///
 /// ```
-/// use keyed_backoff_kube::ReconcileError;
-/// let e: ReconcileError<std::io::Error> = ReconcileError::Reconcile(std::io::Error::other("boom"));
-/// assert_eq!(e.to_string(), "boom");
-/// assert!(!e.is_panic());
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use keyed_backoff_kube::{ObjectBackoff, ReconcileError};
+/// use kube::runtime::controller::{Action, Controller};
+/// use kube::runtime::watcher;
+/// use kube::Api;
+///
+/// #[derive(Debug)]
+/// enum Error {
+///     /// Only a change to the object helps.
+///     Invalid,
+///     /// The API, a webhook, the network: worth retrying.
+///     Kube(kube::Error),
+/// }
+/// # impl std::fmt::Display for Error {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// #         write!(f, "{self:?}")
+/// #     }
+/// # }
+/// # impl std::error::Error for Error {}
+///
+/// struct Ctx {
+///     backoff: ObjectBackoff<ConfigMap>,
+/// }
+///
+/// fn error_policy(cm: Arc<ConfigMap>, error: &ReconcileError<Error>, ctx: Arc<Ctx>) -> Action {
+///     match error.as_inner() {
+///         Some(Error::Invalid) => Action::await_change(),
+///         // The reconcile's other errors and panics back off.
+///         _ => ctx.backoff.on_error(&cm),
+///     }
+/// }
+///
+/// async fn reconcile(cm: Arc<ConfigMap>, _ctx: Arc<Ctx>) -> Result<Action, Error> {
+///     match cm.data {
+///         Some(_) => Ok(Action::await_change()),
+///         None => Err(Error::Invalid),
+///     }
+/// }
+///
+/// // Beside the wrapper, as in any controller:
+/// fn controller(api: Api<ConfigMap>, ctx: Arc<Ctx>) {
+///     let reconcile = ctx.backoff.reconciler(reconcile);
+///     let run = Controller::new(api, watcher::Config::default()).run(reconcile, error_policy, ctx);
+///     # drop(run);
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let ctx = Arc::new(Ctx { backoff: ObjectBackoff::kubelet() });
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("app".into());
+/// let cm = Arc::new(cm);
+/// let invalid = ReconcileError::Reconcile(Error::Invalid);
+/// assert_eq!(error_policy(cm.clone(), &invalid, ctx.clone()), Action::await_change());
+/// let panicked = ReconcileError::Panicked("boom".into());
+/// assert_eq!(
+///     error_policy(cm, &panicked, ctx),
+///     Action::requeue(Duration::from_secs(10))
+/// );
+/// # }
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -38,7 +105,23 @@ impl<E> ReconcileError<E> {
         matches!(self, ReconcileError::Panicked(_))
     }
 
-    /// The reconcile's own error, if it returned one.
+    /// The reconcile's own error, or `None` if it panicked: what a
+    /// hand-written error policy matches on (see the type's example).
+    ///
+    /// ```
+    /// use keyed_backoff_kube::ReconcileError;
+    /// let e = ReconcileError::Reconcile(7);
+    /// assert_eq!(e.as_inner(), Some(&7));
+    /// assert_eq!(ReconcileError::<i32>::Panicked("boom".into()).as_inner(), None);
+    /// ```
+    pub fn as_inner(&self) -> Option<&E> {
+        match self {
+            ReconcileError::Reconcile(e) => Some(e),
+            ReconcileError::Panicked(_) => None,
+        }
+    }
+
+    /// The reconcile's own error, owned, or `None` if it panicked.
     ///
     /// ```
     /// use keyed_backoff_kube::ReconcileError;
