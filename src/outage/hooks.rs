@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use super::watch::{Verdict, Watch};
+use super::watch::{Asked, Verdict, Watch};
 use crate::clock::ClockInstant;
 use crate::entry::{Entry, Tick};
 use crate::expiry::Expiry;
@@ -49,12 +49,23 @@ where
     Q: Hash + Eq + ToOwned + ?Sized,
     Q::Owned: Into<K>,
 {
-    match watch.before_failure(key, line(now), || store.get(key), observe::outage) {
+    match watch.verdict(
+        key,
+        line(now),
+        Asked::Failure,
+        || store.get(key),
+        observe::outage,
+    ) {
         Verdict::Held { until, counted } => {
+            // The key's own wait or floor still refuses it, on its turn too.
             let own = expiry.judged(|stale| rules::remaining(stale, store.get(key)?, now));
-            let own = own.max(rules::held(hold, now)).unwrap_or_default();
-            let wait = own.max(until.saturating_sub(line(now)));
-            return if counted { Ok(wait) } else { Err(wait) };
+            let own = own.max(rules::held(hold, now));
+            let wait = own.unwrap_or_default().max(until.saturating_sub(line(now)));
+            return if counted && own.is_none() {
+                Ok(wait)
+            } else {
+                Err(wait)
+            };
         }
         Verdict::Released { level } => give_back(store, expiry, key, level, now),
         Verdict::Free => {}
@@ -127,7 +138,13 @@ where
     S: BuildHasher + Clone,
     Q: Hash + Eq + ?Sized,
 {
-    match watch.ask(key, line(at), || store.get(key), observe::outage) {
+    match watch.verdict(
+        key,
+        line(at),
+        Asked::Query,
+        || store.get(key),
+        observe::outage,
+    ) {
         Verdict::Held { until, .. } => Some(until.saturating_sub(line(at))),
         Verdict::Free | Verdict::Released { .. } => None,
     }

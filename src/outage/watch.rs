@@ -35,6 +35,15 @@ pub(crate) enum Verdict<L> {
     Released { level: L },
 }
 
+/// Why the manager asks about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// To answer a query (`remaining`, the checks).
+    Query,
+    /// Before writing a failure (`next`, the gate).
+    Failure,
+}
+
 /// What a change of state was, for events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -100,32 +109,6 @@ impl<L: Copy> Watch<L> {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// What `key` may do at `at`, asked before answering a query. During an
-    /// outage the key is held (`level` gives its own level the first
-    /// time); during the release it takes its time to go.
-    pub(crate) fn ask<Q: Hash + ?Sized>(
-        &self,
-        key: &Q,
-        at: Duration,
-        level: impl FnOnce() -> L,
-        events: impl FnMut(Event),
-    ) -> Verdict<L> {
-        self.decide(key, at, level, false, events)
-    }
-
-    /// `key`'s failure at `at`, reported before the manager writes it:
-    /// `Free` means the manager writes it and then calls
-    /// [`failed`](Self::failed) with whether it started the key's ladder.
-    pub(crate) fn before_failure<Q: Hash + ?Sized>(
-        &self,
-        key: &Q,
-        at: Duration,
-        level: impl FnOnce() -> L,
-        events: impl FnMut(Event),
-    ) -> Verdict<L> {
-        self.decide(key, at, level, true, events)
-    }
-
     /// A failure of `key` the manager wrote at `at`; `fresh` when it
     /// started the key's ladder.
     pub(crate) fn failed<Q: Hash + ?Sized>(
@@ -182,14 +165,20 @@ impl<L: Copy> Watch<L> {
         }
     }
 
-    fn decide<Q: Hash + ?Sized>(
+    /// What `key` may do at `at`, `asked` before answering a query or
+    /// before writing a failure. During an outage the key is held (`level`
+    /// gives its own level the first time); during the release it takes
+    /// its time to go. For a failure, `Free` means the manager writes it
+    /// and then calls [`failed`](Self::failed).
+    pub(crate) fn verdict<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         at: Duration,
+        asked: Asked,
         level: impl FnOnce() -> L,
-        failure: bool,
         mut events: impl FnMut(Event),
     ) -> Verdict<L> {
+        let failure = asked == Asked::Failure;
         if !self.active() {
             return Verdict::Free;
         }
@@ -315,7 +304,10 @@ mod tests {
     #[test]
     fn nothing_is_held_until_an_outage_is_declared() {
         let w = watch();
-        assert_eq!(w.ask(&1, ms(0), || None, |_| {}), Verdict::Free);
+        assert_eq!(
+            w.verdict(&1, ms(0), Asked::Query, || None, |_| {}),
+            Verdict::Free
+        );
         w.failed(&200, true, ms(0), |_| {});
         // The same key again is not a second key.
         w.failed(&200, true, ms(0), |_| {});
@@ -334,7 +326,7 @@ mod tests {
         // At the end of step 0 ([1 s, 2 s)) every key's slot has passed.
         let at = ms(1_999);
         let verdicts: Vec<_> = (0..100u32)
-            .map(|k| w.ask(&k, at, || Some(k), |_| {}))
+            .map(|k| w.verdict(&k, at, Asked::Query, || Some(k), |_| {}))
             .collect();
         assert_eq!(verdicts.iter().filter(|v| **v == Verdict::Free).count(), 2);
         let waits: Vec<Duration> = verdicts
@@ -349,11 +341,11 @@ mod tests {
         assert_eq!(w.tally().held, 100);
         // A failure on the key's turn counts; out of turn it does not.
         let probe = (0..100u32)
-            .find(|k| w.ask(k, at, || None, |_| {}) == Verdict::Free)
+            .find(|k| w.verdict(k, at, Asked::Query, || None, |_| {}) == Verdict::Free)
             .unwrap();
-        let v = w.before_failure(&probe, at, || None, |_| {});
+        let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
         assert!(matches!(v, Verdict::Held { counted: true, until } if until >= ms(2_000)));
-        let v = w.before_failure(&probe, at, || None, |_| {});
+        let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
         assert!(matches!(v, Verdict::Held { counted: false, .. }));
     }
 
@@ -362,7 +354,7 @@ mod tests {
         let w = watch();
         declare(&w);
         for k in 0..20u32 {
-            w.ask(&k, ms(1_500), || Some(k * 10), |_| {});
+            w.verdict(&k, ms(1_500), Asked::Query, || Some(k * 10), |_| {});
         }
         let mut seen = Vec::new();
         w.succeeded(&999, ms(5_000), |e| seen.push(e));
@@ -376,7 +368,7 @@ mod tests {
         // All ask at 5 s: one goes now, the others 100 ms apart.
         let mut times = Vec::new();
         for k in 0..20u32 {
-            match w.ask(&k, ms(5_000), || unreachable!(), |_| {}) {
+            match w.verdict(&k, ms(5_000), Asked::Query, || unreachable!(), |_| {}) {
                 Verdict::Released { level } => {
                     assert_eq!(level, Some(k * 10));
                     times.push(ms(5_000));
@@ -390,15 +382,26 @@ mod tests {
         // Each key goes at its time, with the level it had.
         let last = *times.last().unwrap();
         let gone = (0..20u32)
-            .filter(|k| matches!(w.ask(k, last, || None, |_| {}), Verdict::Released { .. }))
+            .filter(|k| {
+                matches!(
+                    w.verdict(k, last, Asked::Query, || None, |_| {}),
+                    Verdict::Released { .. }
+                )
+            })
             .count();
         assert_eq!(gone, 20);
         // A key that was never held is free.
-        assert_eq!(w.ask(&500, ms(5_000), || None, |_| {}), Verdict::Free);
+        assert_eq!(
+            w.verdict(&500, ms(5_000), Asked::Query, || None, |_| {}),
+            Verdict::Free
+        );
         // The release is over two steps and the queue after the end.
         let over = ms(5_000 + 8_000 + 20 * 100 + 1);
         let mut seen = Vec::new();
-        assert_eq!(w.ask(&1, over, || None, |e| seen.push(e)), Verdict::Free);
+        assert_eq!(
+            w.verdict(&1, over, Asked::Query, || None, |e| seen.push(e)),
+            Verdict::Free
+        );
         assert_eq!(seen, [Event::Released { released: 20 }]);
         assert!(!w.active());
         assert_eq!(
@@ -416,33 +419,38 @@ mod tests {
         let w = watch();
         declare(&w);
         for k in 0..3u32 {
-            w.ask(&k, ms(1_500), || Some(k), |_| {});
+            w.verdict(&k, ms(1_500), Asked::Query, || Some(k), |_| {});
         }
         w.succeeded(&999, ms(5_000), |_| {});
         // Key 0 goes at 5 s, key 1 is told 5.1 s, key 2 has not asked.
         assert!(matches!(
-            w.ask(&0, ms(5_000), || None, |_| {}),
+            w.verdict(&0, ms(5_000), Asked::Query, || None, |_| {}),
             Verdict::Released { .. }
         ));
-        assert_eq!(until(w.ask(&1, ms(5_000), || None, |_| {})), ms(5_100));
+        assert_eq!(
+            until(w.verdict(&1, ms(5_000), Asked::Query, || None, |_| {})),
+            ms(5_100)
+        );
         for k in 300..303u32 {
             w.failed(&k, true, ms(5_050), |_| {});
         }
         assert!(w.tally().in_outage);
         // Key 0 was let go: held anew at its level now. Keys 1 and 2 were
         // still waiting: they keep their first level.
-        w.ask(&0, ms(5_060), || Some(100), |_| {});
-        w.ask(&1, ms(5_060), || Some(101), |_| {});
-        w.ask(&2, ms(5_060), || Some(102), |_| {});
+        w.verdict(&0, ms(5_060), Asked::Query, || Some(100), |_| {});
+        w.verdict(&1, ms(5_060), Asked::Query, || Some(101), |_| {});
+        w.verdict(&2, ms(5_060), Asked::Query, || Some(102), |_| {});
         w.succeeded(&999, ms(9_000), |_| {});
         for k in 0..3u32 {
-            w.ask(&k, ms(9_000), || None, |_| {});
+            w.verdict(&k, ms(9_000), Asked::Query, || None, |_| {});
         }
         let levels: Vec<_> = (0..3u32)
-            .map(|k| match w.ask(&k, ms(9_200), || None, |_| {}) {
-                Verdict::Released { level } => level,
-                v => panic!("{v:?}"),
-            })
+            .map(
+                |k| match w.verdict(&k, ms(9_200), Asked::Query, || None, |_| {}) {
+                    Verdict::Released { level } => level,
+                    v => panic!("{v:?}"),
+                },
+            )
             .collect();
         assert_eq!(levels, [Some(100), Some(1), Some(2)]);
     }
@@ -456,12 +464,12 @@ mod tests {
         for k in 0..3u32 {
             w.failed(&k, true, ms(0), |_| {});
         }
-        w.ask(&1, ms(10), || (), |_| {});
+        w.verdict(&1, ms(10), Asked::Query, || (), |_| {});
         assert_eq!(w.tally().held, 1);
         w.succeeded(&1, ms(20), |_| {});
         assert_eq!(w.tally().held, 0);
         // A failure between two successes: the outage goes on.
-        w.before_failure(&2, ms(30), || (), |_| {});
+        w.verdict(&2, ms(30), Asked::Failure, || (), |_| {});
         w.succeeded(&3, ms(40), |_| {});
         assert!(w.tally().in_outage);
         w.succeeded(&4, ms(50), |_| {});

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use keyed_backoff::OutageSettings;
+use keyed_backoff::clock::{Clock, MockClock};
 
-use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, run_with, secs};
+use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
 
 /// 1,000 healthy keys and a dependency down over `down`.
 fn fleet(down: std::ops::Range<Duration>, period: Option<Duration>, stagger: Duration) -> Fleet {
@@ -20,46 +21,62 @@ fn fleet(down: std::ops::Range<Duration>, period: Option<Duration>, stagger: Dur
     }
 }
 
-/// Runs `fleet` with and without outage detection; returns the runs that
-/// reached the dependency during the outage, off and on.
-fn attempts(fleet: &Fleet, rule: (Duration, Duration, Duration)) -> (usize, usize) {
+/// Runs `fleet` with and without outage detection and checks that the runs
+/// reaching the dependency during the outage fall at least fivefold.
+fn falls_fivefold(what: &str, fleet: &Fleet, rule: (Duration, Duration, Duration)) {
     let off = run_with(fleet, rule, None);
     let on = run_with(fleet, rule, Some(OutageSettings::default()));
     assert_eq!(off.outages, 0);
     assert_eq!(on.outages, 1, "one outage, declared once");
-    (off.attempts_in(&fleet.down), on.attempts_in(&fleet.down))
+    let (off, on) = (off.attempts_in(&fleet.down), on.attempts_in(&fleet.down));
+    eprintln!("{what}: {off} runs reach the dependency without outage detection, {on} with it");
+    assert!(off >= 5 * on, "{what}: {off} off, {on} on");
 }
 
 #[test]
 fn an_outage_from_the_start_reaches_the_dependency_at_least_five_times_less() {
-    for (name, rule, down) in [
-        ("kubelet", KUBELET, 300),
-        ("controller-runtime", CONTROLLER_RUNTIME, 120),
-    ] {
-        let fleet = fleet(secs(0)..secs(down), None, Duration::ZERO);
-        let (off, on) = attempts(&fleet, rule);
-        eprintln!(
-            "{name}, {down} s outage from the start: {off} runs reach the dependency without outage detection, {on} with it"
-        );
-        assert!(off >= 5 * on, "{name}: {off} off, {on} on");
-    }
+    let start = |down| fleet(secs(0)..secs(down), None, Duration::ZERO);
+    falls_fivefold("kubelet, 300 s from the start", &start(300), KUBELET);
+    falls_fivefold(
+        "controller-runtime, 120 s from the start",
+        &start(120),
+        CONTROLLER_RUNTIME,
+    );
 }
 
 #[test]
 fn an_outage_of_a_busy_controller_reaches_the_dependency_at_least_five_times_less() {
     // Every key's work comes every 30 s; the dependency is down from 60 s
     // to 180 s.
-    for (name, rule) in [
-        ("kubelet", KUBELET),
-        ("controller-runtime", CONTROLLER_RUNTIME),
-    ] {
-        let fleet = fleet(secs(60)..secs(180), Some(secs(30)), secs(30));
-        let (off, on) = attempts(&fleet, rule);
-        eprintln!(
-            "{name}, 120 s outage mid-run: {off} runs reach the dependency without outage detection, {on} with it"
-        );
-        assert!(off >= 5 * on, "{name}: {off} off, {on} on");
+    let busy = fleet(secs(60)..secs(180), Some(secs(30)), secs(30));
+    falls_fivefold("kubelet, 120 s mid-run", &busy, KUBELET);
+    falls_fivefold(
+        "controller-runtime, 120 s mid-run",
+        &busy,
+        CONTROLLER_RUNTIME,
+    );
+}
+
+#[test]
+fn a_floor_longer_than_the_outage_wait_still_holds() {
+    let clock = MockClock::new();
+    let b = manager(
+        &clock,
+        KUBELET,
+        Some(OutageSettings::new().min_failing_keys(3)),
+    );
+    for k in 0..3 {
+        b.try_next_now(&format!("failing-{k}")).unwrap();
     }
+    assert!(b.stats().in_outage);
+    // The server asked for 60 s; the outage's ladder steps are at most 4 s.
+    b.hold_until("asked-to-wait".to_string(), clock.now() + secs(60));
+    assert_eq!(b.remaining("asked-to-wait", clock.now()), Some(secs(60)));
+    // At the end of the ladder's first step the key's slot has come and a
+    // probe's turn is free, yet the floor refuses it.
+    clock.advance(Duration::from_millis(999));
+    let refused = b.try_next_now("asked-to-wait").unwrap_err();
+    assert_eq!(refused.remaining, secs(60) - Duration::from_millis(999));
 }
 
 #[test]
