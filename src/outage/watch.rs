@@ -122,13 +122,17 @@ impl<L: Copy> Watch<L> {
             true => Outcome::Fresh(self.hasher.hash_one(key)),
             false => Outcome::Failure,
         };
-        let mut inner = self.inner.lock();
-        let inner = &mut *inner;
-        if let Some(Change::Began) = inner.detector.record(outcome, at) {
-            let counts = inner.detector.declared();
-            self.begin(inner, at);
-            events(Event::Began(counts));
-        }
+        let began = {
+            let mut inner = self.inner.lock();
+            let inner = &mut *inner;
+            let began = inner.detector.record(outcome, at) == Some(Change::Began);
+            began.then(|| {
+                self.begin(inner, at);
+                Event::Began(inner.detector.declared())
+            })
+        };
+        // Events are told with the lock released.
+        began.into_iter().for_each(&mut events);
     }
 
     /// A success of `key` at `at`: it is no longer held, and it may end
@@ -139,20 +143,24 @@ impl<L: Copy> Watch<L> {
         at: Duration,
         mut events: impl FnMut(Event),
     ) {
-        let mut inner = self.inner.lock();
-        let inner = &mut *inner;
-        if self.active() {
-            inner.held.remove(&self.hasher.hash_one(key));
-        }
-        if let Some(Change::Ended) = inner.detector.record(Outcome::Success, at) {
-            let Phase::Outage(outage) = &inner.phase else {
-                return;
-            };
-            let (lasted, held) = (at.saturating_sub(outage.began()), inner.held.len());
-            let release = Release::new(at, self.settings.release_rate, held, outage.max_step());
-            inner.phase = Phase::Release(release);
-            events(Event::Ended { lasted, held });
-        }
+        let ended = {
+            let mut inner = self.inner.lock();
+            let inner = &mut *inner;
+            if self.active() {
+                inner.held.remove(&self.hasher.hash_one(key));
+            }
+            match (inner.detector.record(Outcome::Success, at), &inner.phase) {
+                (Some(Change::Ended), Phase::Outage(outage)) => {
+                    let (lasted, held) = (at.saturating_sub(outage.began()), inner.held.len());
+                    let rate = self.settings.release_rate;
+                    let release = Release::new(at, rate, held, outage.max_step());
+                    inner.phase = Phase::Release(release);
+                    Some(Event::Ended { lasted, held })
+                }
+                _ => None,
+            }
+        };
+        ended.into_iter().for_each(&mut events);
     }
 
     /// The watch's counters now.
@@ -178,10 +186,22 @@ impl<L: Copy> Watch<L> {
         level: impl FnOnce() -> L,
         mut events: impl FnMut(Event),
     ) -> Verdict<L> {
-        let failure = asked == Asked::Failure;
         if !self.active() {
             return Verdict::Free;
         }
+        let (verdict, event) = self.decide(key, at, asked == Asked::Failure, level);
+        event.into_iter().for_each(&mut events);
+        verdict
+    }
+
+    /// [`verdict`](Self::verdict), and the event it causes.
+    fn decide<Q: Hash + ?Sized>(
+        &self,
+        key: &Q,
+        at: Duration,
+        failure: bool,
+        level: impl FnOnce() -> L,
+    ) -> (Verdict<L>, Option<Event>) {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         if failure && matches!(inner.phase, Phase::Outage(_)) {
@@ -189,7 +209,7 @@ impl<L: Copy> Watch<L> {
             inner.detector.record(Outcome::Failure, at);
         }
         let hash = self.hasher.hash_one(key);
-        match &mut inner.phase {
+        let verdict = match &mut inner.phase {
             Phase::Normal => Verdict::Free,
             Phase::Outage(outage) => {
                 let held = inner.held.entry(hash).or_insert_with(|| Held::new(level()));
@@ -219,11 +239,10 @@ impl<L: Copy> Watch<L> {
                 if release.over(at) {
                     let released = inner.released;
                     self.settle(inner);
-                    events(Event::Released { released });
-                    return Verdict::Free;
+                    return (Verdict::Free, Some(Event::Released { released }));
                 }
                 let Some(held) = inner.held.get_mut(&hash) else {
-                    return Verdict::Free;
+                    return (Verdict::Free, None);
                 };
                 let first = held.release_at.is_none();
                 match release.turn(held, at) {
@@ -240,7 +259,8 @@ impl<L: Copy> Watch<L> {
                     }
                 }
             }
-        }
+        };
+        (verdict, None)
     }
 
     /// An outage begins at `at`. Keys still waiting to be let go from an
