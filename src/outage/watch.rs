@@ -214,25 +214,17 @@ impl<L: Copy> Watch<L> {
             Phase::Outage(outage) => {
                 let held = inner.held.entry(hash).or_insert_with(|| Held::new(level()));
                 let draw = |step: u64| unit_at(hash, step);
-                if failure {
-                    match outage.failed(held, at, draw) {
-                        Ok(until) => Verdict::Held {
-                            until,
-                            counted: true,
-                        },
-                        Err(until) => Verdict::Held {
-                            until,
-                            counted: false,
-                        },
-                    }
-                } else {
-                    match outage.turn(held, at, draw) {
-                        Turn::Go => Verdict::Free,
-                        Turn::Wait(until) => Verdict::Held {
-                            until,
-                            counted: false,
-                        },
-                    }
+                let turn = match failure {
+                    true => outage.failed(held, at, draw),
+                    false => match outage.turn(held, at, draw) {
+                        Turn::Go => return (Verdict::Free, None),
+                        Turn::Wait(until) => Err(until),
+                    },
+                };
+                let (Ok(until) | Err(until)) = turn;
+                Verdict::Held {
+                    until,
+                    counted: turn.is_ok(),
                 }
             }
             Phase::Release(release) => {
@@ -244,19 +236,13 @@ impl<L: Copy> Watch<L> {
                 let Some(held) = inner.held.get_mut(&hash) else {
                     return (Verdict::Free, None);
                 };
-                let first = held.release_at.is_none();
+                inner.released += u64::from(held.release_at.is_none());
                 match release.turn(held, at) {
-                    Turn::Go => {
-                        inner.released += u64::from(first);
-                        Verdict::Released { level: held.level }
-                    }
-                    Turn::Wait(until) => {
-                        inner.released += u64::from(first);
-                        Verdict::Held {
-                            until,
-                            counted: false,
-                        }
-                    }
+                    Turn::Go => Verdict::Released { level: held.level },
+                    Turn::Wait(until) => Verdict::Held {
+                        until,
+                        counted: false,
+                    },
                 }
             }
         };
