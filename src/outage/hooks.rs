@@ -1,8 +1,9 @@
 //! The manager's hooks: what [`Backoff`](crate::Backoff) calls at each
 //! operation when outage detection is on. Each asks the watch about the
-//! key, then lets the manager's own rules and store do the rest; with
-//! detection off (`watch` is `None`), each is the manager's own operation
-//! and nothing more.
+//! key, then lets the manager's own rules and store do the rest. Those
+//! given the watch as an `Option` do nothing more than a branch when it is
+//! `None`; [`failure`] is only called with one, out of line, so that the
+//! write path without detection stays as small as it was.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -26,14 +27,13 @@ fn line(t: Tick) -> Duration {
     Duration::from_nanos(u64::try_from(t.0).unwrap_or(0))
 }
 
-/// A failure of `key` at `now` with detection on, written by `write` (the
-/// manager's own rule, `Err` with the wait left when the gate refuses; the
-/// key may be held by a floor `hold` until then).
-/// During an outage a held key
-/// is answered by the outage instead: `Ok` with its wait when the failure
-/// counts (its turn), `Err` when it came out of turn; its entry is not
-/// touched. A key let go after an outage gets its own level back first.
-/// Every written failure is told to the watch.
+/// A failure of `key` at `now`, written by `write` (the manager's own rule:
+/// `Err` with the wait left when the gate refuses; `hold` is the key's
+/// `hold_until` floor). During an outage a held key is answered by the
+/// outage instead, and its entry is not touched: `Ok` with its wait when
+/// the failure counts (its turn, and neither its own backoff nor a floor
+/// holds it), `Err` otherwise. A key let go after an outage gets its own
+/// level back first. Every written failure is told to the watch.
 #[inline(never)]
 pub(crate) fn failure<K, S, I, Q>(
     watch: &KeyWatch,
