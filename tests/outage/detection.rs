@@ -24,6 +24,7 @@ fn ten_percent_failing_on_their_own_never_declare_an_outage() {
             period,
             stagger: secs(10),
             end: secs(3_600),
+            skips: true,
         };
         let off = run_with(&fleet, rule, None);
         let on = run_with(&fleet, rule, Some(OutageSettings::default()));

@@ -18,6 +18,7 @@ fn fleet(down: std::ops::Range<Duration>, period: Option<Duration>, stagger: Dur
         period,
         stagger,
         end,
+        skips: true,
     }
 }
 

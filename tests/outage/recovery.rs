@@ -22,6 +22,7 @@ fn every_held_key_goes_within_15_s_of_recovery_at_the_release_rate() {
             period: None,
             stagger: Duration::ZERO,
             end: secs(down + 1_200),
+            skips: true,
         };
         let up = fleet.down.end;
         let off = run_with(&fleet, rule, None);
@@ -66,6 +67,7 @@ fn a_key_broken_on_its_own_climbs_on_from_its_level_before_the_outage() {
         period: Some(secs(30)),
         stagger: secs(30),
         end: secs(3_000),
+        skips: true,
     };
     let calm = run_with(
         &fleet(secs(0)..secs(0)),
@@ -82,4 +84,35 @@ fn a_key_broken_on_its_own_climbs_on_from_its_level_before_the_outage() {
     assert!(n >= 8, "{stormy:?}");
     assert_eq!(stormy[..n], calm[..n]);
     assert_eq!(stormy.last(), Some(&secs(300)));
+}
+
+#[test]
+fn callers_that_run_every_requeue_recover_within_15_s_but_are_not_held_back() {
+    // A controller that never asks before running (an error policy alone):
+    // a held key's only wait is the one its failure is answered with, its
+    // slot in the next step, so every key reaches the dependency once a
+    // step, more often than its own ladder would (docs/outage.md).
+    let fleet = Fleet {
+        keys: 1_000,
+        broken_every: 0,
+        down: secs(0)..secs(120),
+        period: None,
+        stagger: Duration::ZERO,
+        end: secs(600),
+        skips: false,
+    };
+    let up = fleet.down.end;
+    let off = run_with(&fleet, CONTROLLER_RUNTIME, None);
+    let on = run_with(&fleet, CONTROLLER_RUNTIME, Some(OutageSettings::default()));
+    let last = on
+        .first_successes(fleet.keys, up)
+        .into_iter()
+        .map(|t| t.expect("every key succeeds") - up)
+        .max()
+        .unwrap();
+    let (off_runs, on_runs) = (off.attempts_in(&fleet.down), on.attempts_in(&fleet.down));
+    eprintln!(
+        "controller-runtime, 120 s, runs not skipped: {off_runs} runs reach the dependency without outage detection, {on_runs} with it; last first success {last:?} after recovery"
+    );
+    assert!(last <= secs(15), "{last:?}");
 }

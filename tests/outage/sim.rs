@@ -29,6 +29,9 @@ pub struct Fleet {
     pub stagger: Duration,
     /// The run ends here.
     pub end: Duration,
+    /// A run is skipped while the key is in backoff (the controller asks
+    /// `remaining` first); otherwise every requeue runs.
+    pub skips: bool,
 }
 
 /// One run that reached the dependency.
@@ -154,7 +157,7 @@ pub fn run(
         }
         clock.set(start + at);
         let (key, now) = (names[k].as_str(), clock.now());
-        if let Some(wait) = backoff.remaining(key, now) {
+        if let Some(wait) = backoff.remaining(key, now).filter(|_| fleet.skips) {
             queue.push(Reverse((at + wait, k)));
             continue;
         }
