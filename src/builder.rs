@@ -328,8 +328,10 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// key waits on one shared ladder, a few probe, and once successes
     /// return the held keys are let go at a bounded rate, each at its own
     /// level from before the outage. A [`reset`](crate::Backoff::reset)
-    /// counts as a success. Off by default (client-go's semantics exactly);
-    /// [`OutageSettings`] has the knobs and `docs/outage.md` the rule.
+    /// counts as a success. Keys are held back only from callers that ask
+    /// before they try (`remaining`, `is_in_backoff_since`, the gate).
+    /// Off by default (client-go's semantics exactly); [`OutageSettings`]
+    /// has the knobs and `docs/outage.md` the rule.
     ///
     /// ```
     /// use keyed_backoff::{Backoff, OutageSettings};
