@@ -2,7 +2,6 @@
 //! one without timers. Never a panic, never a panic message, and (built
 //! with `panic = "abort"`, where this suite is also run) never an abort.
 
-
 use std::cell::Cell;
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
