@@ -16,6 +16,7 @@ use tower::Service;
 use crate::error::BoxError;
 use crate::observe::{self, Attempt};
 use crate::policy::{Classify, Policy};
+use crate::replay::Replay;
 
 pin_project! {
     /// The future of [`KeyedBackoff`](crate::KeyedBackoff)'s responses.
@@ -24,7 +25,7 @@ pin_project! {
     /// records the outcome for the key, and retries as the layer allows.
     /// Dropping it at any point is safe: a wait in progress holds nothing
     /// but a clone of the inner service.
-    pub struct ResponseFuture<S, Req, K, F, Cl>
+    pub struct ResponseFuture<S, Req, K, F, Cl, Rp>
     where
         S: Service<Req>,
     {
@@ -34,7 +35,7 @@ pin_project! {
         // The request for the next attempt, while one may come.
         request: Option<Req>,
         key: K,
-        policy: Arc<Policy<K, F, Cl>>,
+        policy: Arc<Policy<K, F, Cl, Rp>>,
         retries: u32,
     }
 }
@@ -67,16 +68,16 @@ fn waiting<Fut>(wait: Duration) -> State<Fut> {
     }
 }
 
-impl<S, Req, K, F, Cl> ResponseFuture<S, Req, K, F, Cl>
+impl<S, Req, K, F, Cl, Rp> ResponseFuture<S, Req, K, F, Cl, Rp>
 where
     S: Service<Req>,
-    Req: Clone,
+    Rp: Replay<Req>,
 {
     pub(crate) fn refused(
         refused: InBackoff,
         service: S,
         key: K,
-        policy: Arc<Policy<K, F, Cl>>,
+        policy: Arc<Policy<K, F, Cl, Rp>>,
     ) -> Self {
         Self::with(State::Refused { refused }, service, None, key, policy)
     }
@@ -86,9 +87,9 @@ where
         mut service: S,
         request: Req,
         key: K,
-        policy: Arc<Policy<K, F, Cl>>,
+        policy: Arc<Policy<K, F, Cl, Rp>>,
     ) -> Self {
-        let backup = (policy.limits.max_retries > 0).then(|| request.clone());
+        let backup = policy.backup(&request, 0);
         let future = service.call(request);
         Self::with(State::Called { future }, service, backup, key, policy)
     }
@@ -99,7 +100,7 @@ where
         request: Req,
         wait: Duration,
         key: K,
-        policy: Arc<Policy<K, F, Cl>>,
+        policy: Arc<Policy<K, F, Cl, Rp>>,
     ) -> Self {
         Self::with(waiting(wait), service, Some(request), key, policy)
     }
@@ -109,7 +110,7 @@ where
         service: S,
         request: Option<Req>,
         key: K,
-        policy: Arc<Policy<K, F, Cl>>,
+        policy: Arc<Policy<K, F, Cl, Rp>>,
     ) -> Self {
         ResponseFuture {
             state,
@@ -122,13 +123,13 @@ where
     }
 }
 
-impl<S, Req, K, F, Cl> Future for ResponseFuture<S, Req, K, F, Cl>
+impl<S, Req, K, F, Cl, Rp> Future for ResponseFuture<S, Req, K, F, Cl, Rp>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
-    Req: Clone,
     K: fmt::Debug,
     Cl: Classify<S::Response, S::Error>,
+    Rp: Replay<Req>,
 {
     type Output = Result<S::Response, BoxError>;
 
@@ -157,19 +158,19 @@ where
                         return Poll::Ready(Err(error.into()));
                     }
                     let Some(request) = this.request.take() else {
-                        unreachable!("a request is kept for every attempt")
+                        unreachable!("an attempt is made only with a request to send")
                     };
-                    if *this.retries < this.policy.limits.max_retries {
-                        *this.request = Some(request.clone());
-                    }
+                    *this.request = this.policy.backup(&request, *this.retries);
                     let future = this.service.call(request);
                     this.state.set(State::Called { future });
                 }
                 StateProj::Called { future } => {
                     let result = ready!(future.poll(cx));
-                    // Without a request kept, this was the last attempt
-                    // allowed, and `settle` says so.
-                    match this.policy.settle(this.key, &result, *this.retries) {
+                    let replayable = this.request.is_some();
+                    match this
+                        .policy
+                        .settle(this.key, &result, *this.retries, replayable)
+                    {
                         None => return Poll::Ready(result.map_err(Into::into)),
                         Some(wait) => {
                             *this.retries += 1;
@@ -185,7 +186,7 @@ where
     }
 }
 
-impl<S, Req, K, F, Cl> fmt::Debug for ResponseFuture<S, Req, K, F, Cl>
+impl<S, Req, K, F, Cl, Rp> fmt::Debug for ResponseFuture<S, Req, K, F, Cl, Rp>
 where
     S: Service<Req>,
     K: fmt::Debug,

@@ -18,7 +18,9 @@ pub(crate) trait Gate<K>: Send + Sync {
     /// A failure for `key`: its backoff advances, at most once per window
     /// however many requests fail for it.
     fn failed(&self, key: &K);
-    /// A success for `key`: its backoff and any hold are forgotten.
+    /// A success for `key`: once its window has passed, its backoff and
+    /// any hold are forgotten. Within the window the success answers a
+    /// request sent before the key's latest failure, and changes nothing.
     fn succeeded(&self, key: &K);
     /// `key` may not run for `wait` from now; a longer hold already in
     /// place is kept.
@@ -59,8 +61,10 @@ where
     }
 
     fn succeeded(&self, key: &K) {
-        self.backoff.reset(key);
-        self.holds.clear(key);
+        if self.remaining(key).is_none() {
+            self.backoff.reset(key);
+            self.holds.clear(key);
+        }
     }
 
     fn hold(&self, key: &K, wait: Duration) {

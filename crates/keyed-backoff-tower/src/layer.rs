@@ -12,6 +12,7 @@ use tower::Layer;
 
 use crate::gate::Manager;
 use crate::policy::{Limits, Policy, RetryErrors};
+use crate::replay::CloneRequest;
 use crate::service::KeyedBackoff;
 
 /// A tower layer that backs off per key: a function picks each request's
@@ -25,8 +26,10 @@ use crate::service::KeyedBackoff;
 ///   Requests for other keys go straight through.
 /// - **Failures advance the key**, at most once per window however many
 ///   requests fail for it together; an `Ok` that is not a failure resets
-///   it. Which results are failures is the [`Classify`](crate::Classify)'s
-///   choice ([`retry_if`](Self::retry_if)).
+///   it once its window has passed (one arriving within the window answers
+///   a request sent before the latest failure, and leaves the window and
+///   any hold in place). Which results are failures is the
+///   [`Classify`](crate::Classify)'s choice ([`retry_if`](Self::retry_if)).
 /// - **A server's wait is honoured**: a failure whose classifier reads a
 ///   wait from it ([`RetryHttp`](crate::RetryHttp) reads `Retry-After` on
 ///   429 and 503) holds its key at least that long, up to
@@ -34,10 +37,11 @@ use crate::service::KeyedBackoff;
 ///   is unchanged.
 /// - **Failed requests are retried** after their key's window, at most
 ///   [`max_retries`](Self::max_retries) times, while the
-///   [`budget`](Self::budget) allows.
+///   [`budget`](Self::budget) allows. A retry sends a copy of the request
+///   ([`replay`](Self::replay)).
 ///
 /// Defaults: every `Err` is a failure ([`RetryErrors`]); 3 retries per
-/// request; no budget; requests wait as long as their key's window lasts;
+/// request, of a clone of it ([`CloneRequest`]); no budget; requests wait as long as their key's window lasts;
 /// a `Retry-After` is honoured up to the manager's
 /// [`max`](Backoff::max) backoff.
 ///
@@ -73,11 +77,11 @@ use crate::service::KeyedBackoff;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedBackoffLayer<K, F, Cl = RetryErrors> {
-    policy: Policy<K, F, Cl>,
+pub struct KeyedBackoffLayer<K, F, Cl = RetryErrors, Rp = CloneRequest> {
+    policy: Policy<K, F, Cl, Rp>,
 }
 
-impl<K, F, Cl> Clone for KeyedBackoffLayer<K, F, Cl> {
+impl<K, F, Cl, Rp> Clone for KeyedBackoffLayer<K, F, Cl, Rp> {
     fn clone(&self) -> Self {
         KeyedBackoffLayer {
             policy: self.policy.clone(),
@@ -85,7 +89,7 @@ impl<K, F, Cl> Clone for KeyedBackoffLayer<K, F, Cl> {
     }
 }
 
-impl<K, F, Cl> fmt::Debug for KeyedBackoffLayer<K, F, Cl> {
+impl<K, F, Cl, Rp> fmt::Debug for KeyedBackoffLayer<K, F, Cl, Rp> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBackoffLayer")
             .field("policy", &self.policy)
@@ -93,7 +97,7 @@ impl<K, F, Cl> fmt::Debug for KeyedBackoffLayer<K, F, Cl> {
     }
 }
 
-impl<K, F> KeyedBackoffLayer<K, F, RetryErrors> {
+impl<K, F> KeyedBackoffLayer<K, F> {
     /// A layer over `backoff`, keying each request with `key`, with the
     /// defaults above. `backoff` may be on any clock and hasher.
     ///
@@ -118,6 +122,7 @@ impl<K, F> KeyedBackoffLayer<K, F, RetryErrors> {
                 gate: Arc::new(Manager::new(backoff)),
                 key: Arc::new(key),
                 classify: Arc::new(RetryErrors),
+                replay: Arc::new(CloneRequest),
                 budget: None,
                 limits: Limits {
                     max_retries: 3,
@@ -129,27 +134,56 @@ impl<K, F> KeyedBackoffLayer<K, F, RetryErrors> {
     }
 }
 
-impl<K, F, Cl> KeyedBackoffLayer<K, F, Cl> {
+impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     /// Classify results with `classify` instead of treating every `Err` as
     /// a failure: [`RetryHttp`](crate::RetryHttp), a closure, or any
     /// [`Classify`](crate::Classify).
-    pub fn retry_if<Cl2>(self, classify: Cl2) -> KeyedBackoffLayer<K, F, Cl2> {
+    pub fn retry_if<Cl2>(self, classify: Cl2) -> KeyedBackoffLayer<K, F, Cl2, Rp> {
+        self.with(|_, replay| (Arc::new(classify), replay))
+    }
+
+    /// Copy requests for retries with `replay` instead of `Clone`:
+    /// [`NoReplay`](crate::NoReplay) for requests that cannot be copied
+    /// (they are gated, never retried), or a closure.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer, NoReplay};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// // A proxy's requests stream their bodies: gate them, never retry.
+    /// struct Streamed { host: String }
+    /// let backoff = Arc::new(Backoff::<String>::new(Duration::from_millis(100), Duration::from_secs(10))?);
+    /// let layer = KeyedBackoffLayer::new(backoff, |req: &Streamed| req.host.clone()).replay(NoReplay);
+    /// # let _ = layer;
+    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
+    /// ```
+    pub fn replay<Rp2>(self, replay: Rp2) -> KeyedBackoffLayer<K, F, Cl, Rp2> {
+        self.with(|classify, _| (classify, Arc::new(replay)))
+    }
+
+    /// The same layer with the classifier and the replay `swap` returns.
+    fn with<Cl2, Rp2>(
+        self,
+        swap: impl FnOnce(Arc<Cl>, Arc<Rp>) -> (Arc<Cl2>, Arc<Rp2>),
+    ) -> KeyedBackoffLayer<K, F, Cl2, Rp2> {
         let Policy {
             gate,
             key,
+            classify,
+            replay,
             budget,
             limits,
-            ..
         } = self.policy;
-        KeyedBackoffLayer {
-            policy: Policy {
-                gate,
-                key,
-                classify: Arc::new(classify),
-                budget,
-                limits,
-            },
-        }
+        let (classify, replay) = swap(classify, replay);
+        let policy = Policy {
+            gate,
+            key,
+            classify,
+            replay,
+            budget,
+            limits,
+        };
+        KeyedBackoffLayer { policy }
     }
 
     /// At most `n` retries per request, after its first attempt.
@@ -210,8 +244,8 @@ impl<K, F, Cl> KeyedBackoffLayer<K, F, Cl> {
     }
 }
 
-impl<S, K, F, Cl> Layer<S> for KeyedBackoffLayer<K, F, Cl> {
-    type Service = KeyedBackoff<S, K, F, Cl>;
+impl<S, K, F, Cl, Rp> Layer<S> for KeyedBackoffLayer<K, F, Cl, Rp> {
+    type Service = KeyedBackoff<S, K, F, Cl, Rp>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedBackoff::new(inner, Arc::new(self.policy.clone()))

@@ -76,6 +76,7 @@ mod gate;
 mod layer;
 mod observe;
 mod policy;
+mod replay;
 pub mod retry_after;
 #[cfg(feature = "http")]
 mod retry_http;
@@ -90,6 +91,7 @@ pub use error::BoxError;
 pub use future::ResponseFuture;
 pub use layer::KeyedBackoffLayer;
 pub use policy::{Classify, RetryErrors};
+pub use replay::{CloneRequest, NoReplay, Replay};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use retry_http::RetryHttp;

@@ -11,6 +11,7 @@ use keyed_backoff::budget::RetryBudget;
 
 use crate::gate::Gate;
 use crate::observe::{self, Attempt, Denied};
+use crate::replay::Replay;
 
 /// Which results are failures: a failure advances its key's backoff and
 /// may be retried; any other `Ok` is a success and resets the key.
@@ -93,27 +94,29 @@ pub(crate) type Wait = Option<Duration>;
 
 /// Everything a layer's services share: the keys' manager, how to key and
 /// classify, the budget and the limits.
-pub(crate) struct Policy<K, F, Cl> {
+pub(crate) struct Policy<K, F, Cl, Rp> {
     pub(crate) gate: Arc<dyn Gate<K>>,
     pub(crate) key: Arc<F>,
     pub(crate) classify: Arc<Cl>,
+    pub(crate) replay: Arc<Rp>,
     pub(crate) budget: Option<Arc<dyn RetryBudget>>,
     pub(crate) limits: Limits,
 }
 
-impl<K, F, Cl> Clone for Policy<K, F, Cl> {
+impl<K, F, Cl, Rp> Clone for Policy<K, F, Cl, Rp> {
     fn clone(&self) -> Self {
         Policy {
             gate: Arc::clone(&self.gate),
             key: Arc::clone(&self.key),
             classify: Arc::clone(&self.classify),
+            replay: Arc::clone(&self.replay),
             budget: self.budget.clone(),
             limits: self.limits,
         }
     }
 }
 
-impl<K, F, Cl> fmt::Debug for Policy<K, F, Cl> {
+impl<K, F, Cl, Rp> fmt::Debug for Policy<K, F, Cl, Rp> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("max_retries", &self.limits.max_retries)
@@ -124,7 +127,7 @@ impl<K, F, Cl> fmt::Debug for Policy<K, F, Cl> {
     }
 }
 
-impl<K: fmt::Debug, F, Cl> Policy<K, F, Cl> {
+impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
     /// A new request for `key`: it may go now, must wait, or is refused
     /// because its key's window ends later than `max_wait` from now.
     pub(crate) fn admit(&self, key: &K) -> Result<Wait, InBackoff> {
@@ -146,12 +149,14 @@ impl<K: fmt::Debug, F, Cl> Policy<K, F, Cl> {
 
     /// An attempt for `key` ended with `result` after `retries` retries:
     /// the outcome is recorded for the key and the budget, then the
-    /// request is retried (now or after a wait) or returns `None`.
+    /// request is retried (now or after a wait) or returns `None`. A
+    /// request that was not copied (`replayable` false) is not retried.
     pub(crate) fn settle<Res, E>(
         &self,
         key: &K,
         result: &Result<Res, E>,
         retries: u32,
+        replayable: bool,
     ) -> Option<Wait>
     where
         Cl: Classify<Res, E>,
@@ -179,6 +184,9 @@ impl<K: fmt::Debug, F, Cl> Policy<K, F, Cl> {
         if retries >= self.limits.max_retries {
             return denied(Denied::MaxRetries);
         }
+        if !replayable {
+            return None;
+        }
         let wait = self.gate.remaining(key);
         if wait.is_some_and(|w| w > self.limits.max_wait) {
             return denied(Denied::MaxWait);
@@ -191,5 +199,20 @@ impl<K: fmt::Debug, F, Cl> Policy<K, F, Cl> {
             observe::waiting(key, wait, Attempt::Retry);
         }
         Some(wait)
+    }
+}
+
+impl<K, F, Cl, Rp> Policy<K, F, Cl, Rp> {
+    /// A copy of `request` for a retry, if the request may make one more
+    /// after `retries` and can be copied.
+    pub(crate) fn backup<Req>(&self, request: &Req, retries: u32) -> Option<Req>
+    where
+        Rp: Replay<Req>,
+    {
+        if retries < self.limits.max_retries {
+            self.replay.replay(request)
+        } else {
+            None
+        }
     }
 }

@@ -10,6 +10,7 @@ use tower::Service;
 use crate::error::BoxError;
 use crate::future::ResponseFuture;
 use crate::policy::{Classify, Policy};
+use crate::replay::Replay;
 
 /// The service [`KeyedBackoffLayer`](crate::KeyedBackoffLayer) makes
 /// around `S`; the layer's documentation says what it does.
@@ -17,7 +18,8 @@ use crate::policy::{Classify, Policy};
 /// Cloning it is cheap, and clones share the layer's manager, budget and
 /// settings. Each request and each retry is sent through a clone of `S`,
 /// so `S` must be `Clone` (wrap it in `tower::buffer::Buffer` if it is
-/// not), and retried requests must be `Clone`.
+/// not). Retries send a copy of the request made by the layer's
+/// [`Replay`](crate::Replay): `Clone` by default.
 ///
 /// ```
 /// use keyed_backoff_tower::{Backoff, KeyedBackoff, KeyedBackoffLayer};
@@ -30,13 +32,13 @@ use crate::policy::{Classify, Policy};
 /// # let _ = service;
 /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
 /// ```
-pub struct KeyedBackoff<S, K, F, Cl = crate::RetryErrors> {
+pub struct KeyedBackoff<S, K, F, Cl = crate::RetryErrors, Rp = crate::CloneRequest> {
     inner: S,
-    policy: Arc<Policy<K, F, Cl>>,
+    policy: Arc<Policy<K, F, Cl, Rp>>,
 }
 
-impl<S, K, F, Cl> KeyedBackoff<S, K, F, Cl> {
-    pub(crate) fn new(inner: S, policy: Arc<Policy<K, F, Cl>>) -> Self {
+impl<S, K, F, Cl, Rp> KeyedBackoff<S, K, F, Cl, Rp> {
+    pub(crate) fn new(inner: S, policy: Arc<Policy<K, F, Cl, Rp>>) -> Self {
         KeyedBackoff { inner, policy }
     }
 
@@ -46,7 +48,7 @@ impl<S, K, F, Cl> KeyedBackoff<S, K, F, Cl> {
     }
 }
 
-impl<S: Clone, K, F, Cl> Clone for KeyedBackoff<S, K, F, Cl> {
+impl<S: Clone, K, F, Cl, Rp> Clone for KeyedBackoff<S, K, F, Cl, Rp> {
     fn clone(&self) -> Self {
         KeyedBackoff {
             inner: self.inner.clone(),
@@ -55,7 +57,7 @@ impl<S: Clone, K, F, Cl> Clone for KeyedBackoff<S, K, F, Cl> {
     }
 }
 
-impl<S: fmt::Debug, K, F, Cl> fmt::Debug for KeyedBackoff<S, K, F, Cl> {
+impl<S: fmt::Debug, K, F, Cl, Rp> fmt::Debug for KeyedBackoff<S, K, F, Cl, Rp> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBackoff")
             .field("inner", &self.inner)
@@ -64,18 +66,18 @@ impl<S: fmt::Debug, K, F, Cl> fmt::Debug for KeyedBackoff<S, K, F, Cl> {
     }
 }
 
-impl<S, Req, K, F, Cl> Service<Req> for KeyedBackoff<S, K, F, Cl>
+impl<S, Req, K, F, Cl, Rp> Service<Req> for KeyedBackoff<S, K, F, Cl, Rp>
 where
     S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
-    Req: Clone,
     K: fmt::Debug,
     F: Fn(&Req) -> K,
     Cl: Classify<S::Response, S::Error>,
+    Rp: Replay<Req>,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = ResponseFuture<S, Req, K, F, Cl>;
+    type Future = ResponseFuture<S, Req, K, F, Cl, Rp>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Log, manager};
-use keyed_backoff_tower::KeyedBackoffLayer;
 use keyed_backoff_tower::keyed_backoff::budget::TokenBucket;
+use keyed_backoff_tower::{KeyedBackoffLayer, NoReplay};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
 
@@ -139,4 +139,26 @@ async fn the_budget_bounds_retries_across_requests_and_keys() {
     // waits its next one (200 ms) and answers.
     assert_eq!(service.oneshot("flaky").await.unwrap(), 200);
     assert_eq!(log.calls("flaky"), [100, 200, 400]);
+}
+
+/// A request that cannot be cloned (a streamed body, say).
+struct Streamed(&'static str);
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_cannot_be_copied_is_gated_but_never_retried() {
+    let log = Log::new();
+    let upstream = {
+        let log = log.clone();
+        tower::service_fn(move |req: Streamed| {
+            log.record(req.0);
+            async { Err::<(), _>("connection refused") }
+        })
+    };
+    let service = KeyedBackoffLayer::new(manager(), |req: &Streamed| req.0)
+        .replay(NoReplay)
+        .layer(upstream);
+    assert!(service.clone().oneshot(Streamed("down")).await.is_err());
+    assert_eq!(log.calls("down"), [0], "not retried");
+    assert!(service.oneshot(Streamed("down")).await.is_err());
+    assert_eq!(log.calls("down"), [0, 100], "gated");
 }

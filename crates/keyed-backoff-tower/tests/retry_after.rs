@@ -120,6 +120,59 @@ async fn a_held_request_is_retried_after_the_hold_and_its_success_resets_the_key
     assert_eq!(backoff.attempts("busy"), 0);
 }
 
+/// A success that arrives while its key is held answered a request sent
+/// before the hold: the hold stands.
+#[tokio::test(start_paused = true)]
+async fn a_success_from_before_a_hold_does_not_lift_it() {
+    let log = Log::new();
+    let backoff = manager();
+    // The first request answers 200 after 50 ms; the second, 429 with
+    // `Retry-After: 2` at once; the rest 200 at once.
+    let calls = Arc::new(Mutex::new(0));
+    let upstream = {
+        let log = log.clone();
+        tower::service_fn(move |req: Get| {
+            log.record(&host(&req));
+            let n = {
+                let mut calls = calls.lock().unwrap();
+                *calls += 1;
+                *calls
+            };
+            async move {
+                let (status, latency) = match n {
+                    1 => (200, 50),
+                    2 => (429, 0),
+                    _ => (200, 0),
+                };
+                tokio::time::sleep(Duration::from_millis(latency)).await;
+                let response = Response::builder()
+                    .status(status)
+                    .header("retry-after", "2");
+                response.body(())
+            }
+        })
+    };
+    let service = KeyedBackoffLayer::new(Arc::clone(&backoff), host)
+        .retry_if(RetryHttp)
+        .max_retries(0)
+        .layer(upstream);
+    let slow = tokio::spawn(service.clone().oneshot(get("busy")));
+    log.until(10).await;
+    assert_eq!(
+        service.clone().oneshot(get("busy")).await.unwrap().status(),
+        429
+    );
+    assert_eq!(slow.await.unwrap().unwrap().status(), 200);
+    assert_eq!(log.elapsed_ms(), 50);
+    assert_eq!(service.oneshot(get("busy")).await.unwrap().status(), 200);
+    assert_eq!(log.calls("busy"), [0, 10, 2010]);
+    assert_eq!(
+        backoff.attempts("busy"),
+        0,
+        "reset by the success after the hold"
+    );
+}
+
 #[test]
 fn retry_after_values_parse_as_http_defines_them() {
     let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
