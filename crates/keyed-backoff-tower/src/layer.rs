@@ -31,7 +31,7 @@ use crate::service::KeyedBackoff;
 ///   any hold in place). Which results are failures is the
 ///   [`Classify`](crate::Classify)'s choice ([`retry_if`](Self::retry_if)).
 /// - **A server's wait is honoured**: a failure whose classifier reads a
-///   wait from it ([`RetryHttp`](crate::RetryHttp) reads `Retry-After` on
+///   wait from it (`RetryHttp` reads `Retry-After` on
 ///   429 and 503) holds its key at least that long, up to
 ///   [`max_retry_after`](Self::max_retry_after). The backoff's own growth
 ///   is unchanged.
@@ -136,7 +136,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
 
 impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     /// Classify results with `classify` instead of treating every `Err` as
-    /// a failure: [`RetryHttp`](crate::RetryHttp), a closure, or any
+    /// a failure: `RetryHttp`, a closure, or any
     /// [`Classify`](crate::Classify).
     pub fn retry_if<Cl2>(self, classify: Cl2) -> KeyedBackoffLayer<K, F, Cl2, Rp> {
         self.with(|_, replay| (Arc::new(classify), replay))

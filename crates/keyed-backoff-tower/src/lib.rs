@@ -9,7 +9,7 @@
 //! with [`InBackoff`] and the wait left, as you choose. Failures advance
 //! the key once per window however many requests fail together; a success
 //! resets it. A server's `Retry-After` (seconds or an HTTP date, on 429
-//! and 503, read by [`RetryHttp`]) holds the key at least that long, up
+//! and 503, read by `RetryHttp`) holds the key at least that long, up
 //! to a cap you set. Failed requests are retried after their key's window,
 //! bounded per request and, across requests, by a shared retry budget
 //! (keyed-backoff's token bucket, TPS budget or adaptive throttle).
@@ -52,7 +52,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `http` (default) | [`RetryHttp`], [`retry_after::from_headers`] |
+//! | `http` (default) | `RetryHttp`, `retry_after::from_headers` |
 //! | `tracing` | DEBUG events (target `keyed_backoff_tower`, the key as a field) when a request waits for its key, is refused, is held by a `Retry-After`, and when a retry is denied, with the reason (`budget`, `max_retries`, `max_wait`) |
 //! | `metrics` | `keyed_backoff_tower_waits_total` and `keyed_backoff_tower_wait_duration_seconds` (label `attempt`: `first` or `retry`), `keyed_backoff_tower_refusals_total`, `keyed_backoff_tower_retry_after_total` (label `capped`), `keyed_backoff_tower_retries_total`, `keyed_backoff_tower_retries_denied_total` (label `reason`), through the `metrics` facade |
 //!

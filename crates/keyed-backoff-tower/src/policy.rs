@@ -15,7 +15,7 @@ use crate::replay::Replay;
 
 /// Which results are failures: a failure advances its key's backoff and
 /// may be retried; any other `Ok` is a success and resets the key.
-/// [`RetryErrors`] (every `Err`) by default, [`RetryHttp`](crate::RetryHttp)
+/// [`RetryErrors`] (every `Err`) by default, `RetryHttp`
 /// for HTTP, or any `Fn(&Result<Res, E>) -> bool`.
 ///
 /// A failure may also carry the server's own wait ([`retry_after`](Self::retry_after)):

@@ -1,4 +1,4 @@
-//! [`RetryHttp`]: what an HTTP server says to retry (feature `http`).
+//! `RetryHttp`: what an HTTP server says to retry (feature `http`).
 
 use std::time::Duration;
 
