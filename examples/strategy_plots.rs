@@ -73,11 +73,11 @@ fn panels(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
         ),
         (
             "client-go 10ms x2 +0.5 jitter, cap 2s",
-            Box::new(FactorJitter::new(10 * ms, 2000 * ms).factor(0.5)),
+            Box::new(FactorJitter::new(10 * ms, 2000 * ms).jitter(0.5)),
         ),
         (
             "apimachinery 10ms x2, j 0.1, 8 steps",
-            Box::new(WaitBackoff::new(10 * ms).factor(2.0).jitter(0.1).steps(8)),
+            Box::new(WaitBackoff::new(10 * ms).multiplier(2.0).jitter(0.1).steps(8)),
         ),
         (
             "Ethernet, slot 51.2us",

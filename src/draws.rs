@@ -33,14 +33,6 @@ fn to_unit(x: u64) -> f64 {
 /// jitter from one; so does any store that restates its rule (the Redis
 /// store draws in the client and sends the draw to its script), so a seed
 /// gives the same delays in process and in Redis.
-///
-/// ```
-/// use keyed_backoff::draws::UnitDraws;
-/// let (a, b) = (UnitDraws::new(7), UnitDraws::new(7));
-/// let u = a.next_unit();
-/// assert!((0.0..1.0).contains(&u));
-/// assert_eq!(u, b.next_unit());
-/// ```
 #[derive(Debug)]
 pub struct UnitDraws {
     seed: u64,
@@ -49,10 +41,6 @@ pub struct UnitDraws {
 
 impl UnitDraws {
     /// The stream of `seed`, from its first draw.
-    ///
-    /// ```
-    /// let _draws = keyed_backoff::draws::UnitDraws::new(42);
-    /// ```
     pub fn new(seed: u64) -> Self {
         UnitDraws {
             seed,
@@ -61,11 +49,6 @@ impl UnitDraws {
     }
 
     /// The next draw, in `[0, 1)`; safe to call from many threads at once.
-    ///
-    /// ```
-    /// let draws = keyed_backoff::draws::UnitDraws::new(1);
-    /// assert_ne!(draws.next_unit(), draws.next_unit());
-    /// ```
     #[inline]
     pub fn next_unit(&self) -> f64 {
         unit_at(self.seed, self.counter.fetch_add(1, Ordering::Relaxed))
@@ -114,6 +97,16 @@ mod tests {
         assert!(xs.iter().all(|u| (0.0..1.0).contains(u)));
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         assert!((0.49..0.51).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn one_seed_gives_one_stream() {
+        let (a, b) = (UnitDraws::new(7), UnitDraws::new(7));
+        let u = a.next_unit();
+        assert!((0.0..1.0).contains(&u));
+        assert_eq!(u, b.next_unit());
+        let draws = UnitDraws::new(1);
+        assert_ne!(draws.next_unit(), draws.next_unit());
     }
 
     #[test]

@@ -4,13 +4,6 @@
 use std::time::Duration;
 
 /// Whole nanoseconds in `d`, saturating at `u64::MAX` (about 584 years).
-///
-/// ```
-/// use keyed_backoff::clock::saturating_nanos;
-/// use std::time::Duration;
-/// assert_eq!(saturating_nanos(Duration::from_secs(1)), 1_000_000_000);
-/// assert_eq!(saturating_nanos(Duration::MAX), u64::MAX);
-/// ```
 #[inline]
 pub fn saturating_nanos(d: Duration) -> u64 {
     d.as_secs()
@@ -23,4 +16,25 @@ pub fn saturating_nanos(d: Duration) -> u64 {
 #[inline]
 pub(crate) fn positive_nanos(ns: i128) -> Option<Duration> {
     (ns > 0).then(|| Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saturating_nanos_covers_edges() {
+        assert_eq!(saturating_nanos(Duration::from_secs(1)), 1_000_000_000);
+        assert_eq!(saturating_nanos(Duration::MAX), u64::MAX);
+        assert_eq!(saturating_nanos(Duration::ZERO), 0);
+        assert_eq!(
+            saturating_nanos(Duration::new(18_446_744_073, 709_551_615)),
+            u64::MAX
+        );
+        assert_eq!(
+            saturating_nanos(Duration::new(18_446_744_073, 709_551_616 - 1)),
+            u64::MAX
+        );
+        assert_eq!(saturating_nanos(Duration::new(18_446_744_074, 0)), u64::MAX);
+    }
 }

@@ -1,6 +1,8 @@
-//! Errors returned when a configuration is refused.
+//! The crate's errors: a configuration refused, a key still in backoff, a
+//! background GC that could not start.
 
 use std::fmt;
+use std::time::Duration;
 
 /// A configuration value outside its allowed range.
 ///
@@ -92,20 +94,79 @@ pub(crate) fn finite_at_least(
     }
 }
 
-/// `d` if it is at most [`MAX_BACKOFF`](crate::MAX_BACKOFF) (the largest
-/// backoff an entry holds), else an error naming `field`.
-pub(crate) fn within_max_backoff(
-    field: &'static str,
-    d: std::time::Duration,
-) -> Result<std::time::Duration, ConfigError> {
-    let limit = crate::MAX_BACKOFF;
-    if d <= limit {
-        Ok(d)
-    } else {
-        Err(ConfigError::new(
-            field,
-            format!("at most {limit:?} (2^52 - 1 ns, about 52 days)"),
-            format!("{d:?}"),
-        ))
+/// Returned by [`Backoff::try_next`](crate::Backoff::try_next) while the
+/// key must still wait.
+///
+/// ```
+/// use keyed_backoff::InBackoff;
+/// use std::time::Duration;
+/// let e = InBackoff { remaining: Duration::from_secs(3) };
+/// assert_eq!(e.to_string(), "in backoff for another 3s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InBackoff {
+    /// How long until the backoff window ends.
+    pub remaining: Duration,
+}
+
+impl fmt::Display for InBackoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "in backoff for another {:?}", self.remaining)
+    }
+}
+
+impl std::error::Error for InBackoff {}
+
+/// Why a background GC could not start; from
+/// [`Backoff::spawn_gc`](crate::Backoff::spawn_gc) and
+/// `Backoff::spawn_gc_task`. Nothing was started.
+///
+/// ```
+/// use keyed_backoff::{Backoff, SpawnError};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+/// let err = b.spawn_gc(Duration::ZERO).unwrap_err();
+/// assert!(matches!(err, SpawnError::ZeroInterval));
+/// assert_eq!(err.to_string(), "invalid interval: must be greater than zero, got 0s");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The interval was zero.
+    ZeroInterval,
+    /// `spawn_gc_task` was called outside a tokio runtime.
+    NoRuntime,
+    /// The tokio runtime has no time driver (it was built without
+    /// `enable_time`).
+    NoTimers,
+    /// The operating system would not start the GC thread.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::ZeroInterval => {
+                f.write_str("invalid interval: must be greater than zero, got 0s")
+            }
+            SpawnError::NoRuntime => {
+                f.write_str("spawn_gc_task must be called inside a tokio runtime")
+            }
+            SpawnError::NoTimers => f.write_str(
+                "spawn_gc_task needs a tokio runtime with its time driver (enable_time)",
+            ),
+            SpawnError::Thread(e) => write!(f, "the OS would not start the GC thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::Thread(e) => Some(e),
+            _ => None,
+        }
     }
 }

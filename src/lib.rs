@@ -42,7 +42,7 @@
 //!
 //! The manager reads time through the [`clock::Clock`] trait, chosen with
 //! [`BackoffBuilder::clock`] (before a custom expiry, which is written for
-//! the clock's instant type; the compiler enforces the order):
+//! the clock's instant type; `build` refuses the other order):
 //!
 //! - [`clock::StdClock`] (the default): `std::time::Instant`, monotonic.
 //! - [`clock::QuantaClock`]: cheaper reads where the CPU's TSC is reliable.
@@ -119,23 +119,51 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod backoff;
 pub mod budget;
+mod builder;
 pub mod clock;
-pub mod draws;
+mod draws;
 mod duration;
+mod entry;
 mod error;
-mod keyed;
+mod expiry;
+mod gc;
+mod growth;
+mod inspect;
 pub mod retry;
+mod rules;
+mod settings;
+mod snapshot;
+mod store;
 pub mod strategy;
-
-pub use error::ConfigError;
 #[cfg(feature = "tokio")]
-pub use keyed::GcTaskGuard;
-pub use keyed::{
-    Backoff, BackoffBuilder, ClientGoRule, ClockFixed, ClockOpen, DEFAULT_SHARDS,
-    DefaultHashBuilder, EntryView, GcGuard, InBackoff, MAX_ATTEMPTS, MAX_BACKOFF, Settings,
-    Snapshot, SnapshotEntry, Stats, StrategyRule, ValidSettings,
-};
+mod wait;
+
+pub use backoff::Backoff;
+pub use builder::{BackoffBuilder, DefaultHashBuilder};
+pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
+pub use error::{ConfigError, InBackoff, SpawnError};
+pub use gc::GcGuard;
+#[cfg(feature = "tokio")]
+pub use gc::GcTaskGuard;
+pub use inspect::{EntryView, Stats};
+pub use settings::Settings;
+pub use snapshot::{Snapshot, SnapshotEntry};
+
+/// What the companion crates of this workspace borrow from the core: not
+/// API, and no semver promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::draws::UnitDraws;
+    pub use crate::duration::saturating_nanos;
+    pub use crate::settings::Resolved;
+
+    /// `settings` with every value resolved (the expiry window in force).
+    pub fn resolved(settings: &crate::Settings) -> Resolved {
+        settings.resolved()
+    }
+}
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../README.md")]

@@ -6,7 +6,7 @@
 use keyed_backoff::clock::{
     Clock, ClockInstant, MockClock, MockInstant, QuantaClock, StdClock, SystemClock,
 };
-use keyed_backoff::{Backoff, ConfigError, MAX_BACKOFF};
+use keyed_backoff::{Backoff, MAX_BACKOFF};
 use keyed_backoff_testkit as testkit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Barrier};
@@ -225,108 +225,6 @@ fn test_alternate_has_expired_func() {
     clock.advance(9 * SEC);
     b.next("expires faster than maxDuration", clock.now());
     assert_eq!(b.get("expires faster than maxDuration"), SEC);
-}
-
-fn build_err(f: impl FnOnce() -> Result<Backoff<String>, ConfigError>) -> ConfigError {
-    f().expect_err("configuration must be refused")
-}
-
-#[test]
-fn bad_jitter_is_refused_naming_field_and_range() {
-    for bad in [
-        f64::NAN,
-        -0.1,
-        -f64::MIN_POSITIVE,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-    ] {
-        let err = build_err(|| {
-            Backoff::<String>::builder(SEC, 60 * SEC)
-                .jitter(bad)
-                .build()
-        });
-        assert_eq!(err.field(), "jitter");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("jitter") && msg.contains("finite number >= 0"),
-            "{msg}"
-        );
-    }
-    // Zero and large finite factors are allowed, as in client-go.
-    assert!(
-        Backoff::<String>::builder(SEC, 60 * SEC)
-            .jitter(0.0)
-            .build()
-            .is_ok()
-    );
-    assert!(
-        Backoff::<String>::builder(SEC, 60 * SEC)
-            .jitter(1e300)
-            .build()
-            .is_ok()
-    );
-}
-
-#[test]
-fn absurd_durations_are_refused() {
-    let err = build_err(|| Backoff::<String>::new(Duration::MAX, SEC));
-    assert_eq!(err.field(), "initial");
-    let err = build_err(|| Backoff::<String>::new(SEC, Duration::MAX));
-    assert_eq!(err.field(), "max");
-    assert!(err.to_string().contains("about 52 days"), "{err}");
-    let just_over = MAX_BACKOFF + Duration::from_nanos(1);
-    assert_eq!(
-        build_err(|| Backoff::<String>::new(SEC, just_over)).field(),
-        "max"
-    );
-    assert!(Backoff::<String>::new(MAX_BACKOFF, MAX_BACKOFF).is_ok());
-}
-
-#[test]
-fn bad_shard_counts_are_refused() {
-    for bad in [0, 1, 3, 100, 1 << 17] {
-        let err = build_err(|| {
-            Backoff::<String>::builder(SEC, 60 * SEC)
-                .shards(bad)
-                .build()
-        });
-        assert_eq!(err.field(), "shards", "{bad}");
-    }
-}
-
-#[test]
-fn an_expiry_set_after_the_clock_builds_and_the_last_expiry_wins() {
-    // A custom expiry set after the clock is accepted (the compiler refuses
-    // the opposite order), and a later setting replaces an earlier one.
-    let clock = MockClock::new();
-    let b = Backoff::<String>::builder(SEC, 60 * SEC)
-        .clock(clock.clone())
-        .expiry(|_, _, _| true)
-        .expiry(|_, _, _| false)
-        .build()
-        .expect("expiry after clock builds");
-    b.next("k", clock.now());
-    clock.advance(1_000 * SEC);
-    assert_eq!(b.gc(), 0, "the second expiry (never stale) decides");
-    let b = Backoff::<String>::builder(SEC, 60 * SEC)
-        .clock(clock.clone())
-        .expiry(|_, _, _| false)
-        .expire_after(5 * SEC)
-        .build()
-        .expect("a fixed window after a custom expiry builds");
-    b.next("k", clock.now());
-    clock.advance(6 * SEC);
-    assert_eq!(b.gc(), 1, "the fixed window replaced the closure");
-    // A fixed window is clock-independent and survives a clock change.
-    let clock = MockClock::new();
-    let b = Backoff::<String>::builder(SEC, 60 * SEC)
-        .expire_after(5 * SEC)
-        .clock(clock.clone())
-        .build()
-        .expect("valid");
-    b.next("k", clock.now());
-    clock.advance(5 * SEC + Duration::from_nanos(1));
-    assert_eq!(b.gc(), 1);
 }
 
 /// Every operation at the extremes of the mock clock, including time going

@@ -54,12 +54,12 @@ fn seeded_sequences_are_reproducible_for_every_strategy() {
             .seed(1),
     );
     twice(
-        Strategy::new(FactorJitter::new(base, cap).factor(0.5))
+        Strategy::new(FactorJitter::new(base, cap).jitter(0.5))
             .unwrap()
             .seed(1),
     );
     twice(
-        Strategy::new(WaitBackoff::new(base).factor(2.0).jitter(0.1).steps(5))
+        Strategy::new(WaitBackoff::new(base).multiplier(2.0).jitter(0.1).steps(5))
             .unwrap()
             .seed(1),
     );
@@ -109,19 +109,19 @@ fn bad_parameters_are_refused() {
         Strategy::new(Exponential::new(MS, 0.9))
             .unwrap_err()
             .field(),
-        "factor"
+        "multiplier"
     );
     assert_eq!(
         Strategy::new(Exponential::new(MS, f64::INFINITY))
             .unwrap_err()
             .field(),
-        "factor"
+        "multiplier"
     );
     assert_eq!(
-        Strategy::new(FactorJitter::new(MS, MS).factor(f64::NAN))
+        Strategy::new(FactorJitter::new(MS, MS).jitter(f64::NAN))
             .unwrap_err()
             .field(),
-        "factor"
+        "jitter"
     );
     assert_eq!(
         Strategy::new(WaitBackoff::new(MS).jitter(-1.0))
@@ -273,12 +273,12 @@ fn cenkalti_documented_intervals_and_ranges() {
 fn apimachinery_step_sequence() {
     // {duration 10 ms, factor 2, steps 4, cap 100 ms}: returns the current
     // value, then grows; after 4 steps (or reaching the cap) it stops growing.
-    let s = Strategy::new(WaitBackoff::new(10 * MS).factor(2.0).steps(4)).unwrap();
+    let s = Strategy::new(WaitBackoff::new(10 * MS).multiplier(2.0).steps(4)).unwrap();
     let ms: Vec<u128> = s.iter().take(7).map(|d| d.as_millis()).collect();
     assert_eq!(ms, [10, 20, 40, 80, 160, 160, 160]);
     let capped = Strategy::new(
         WaitBackoff::new(10 * MS)
-            .factor(3.0)
+            .multiplier(3.0)
             .steps(10)
             .cap(100 * MS),
     )
@@ -287,9 +287,14 @@ fn apimachinery_step_sequence() {
     assert_eq!(ms, [10, 30, 90, 100, 100, 100]);
     // Jitter never feeds back: every value lies in [d, d·1.5) of the
     // un-jittered sequence.
-    let jittered = Strategy::new(WaitBackoff::new(10 * MS).factor(2.0).jitter(0.5).steps(4))
-        .unwrap()
-        .seed(3);
+    let jittered = Strategy::new(
+        WaitBackoff::new(10 * MS)
+            .multiplier(2.0)
+            .jitter(0.5)
+            .steps(4),
+    )
+    .unwrap()
+    .seed(3);
     for (got, base) in jittered.iter().zip([10u64, 20, 40, 80, 160, 160]) {
         let base = Duration::from_millis(base);
         assert!(
@@ -407,10 +412,10 @@ mod strategies {
             Box::new(EqualJitter::new(a, b)),
             Box::new(Decorrelated::new(a, b)),
             Box::new(Decorrelated::new(a, b).bounded()),
-            Box::new(FactorJitter::new(a, b).factor(j * 2.0)),
+            Box::new(FactorJitter::new(a, b).jitter(j * 2.0)),
             Box::new(
                 WaitBackoff::new(a)
-                    .factor(f * 2.0)
+                    .multiplier(f * 2.0)
                     .jitter(j)
                     .steps(6)
                     .cap(b),
@@ -614,7 +619,13 @@ fn a_strategy_capped_at_the_largest_backoff_needs_no_window() {
 fn a_wait_backoff_that_lands_exactly_on_its_cap_keeps_stepping() {
     // apimachinery ends growth only when a step goes *above* the cap; a
     // shrinking factor shows the difference.
-    let s = Strategy::new(WaitBackoff::new(4 * SEC).factor(0.5).steps(4).cap(2 * SEC)).unwrap();
+    let s = Strategy::new(
+        WaitBackoff::new(4 * SEC)
+            .multiplier(0.5)
+            .steps(4)
+            .cap(2 * SEC),
+    )
+    .unwrap();
     let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
     assert_eq!(ms, [4_000, 2_000, 1_000, 500, 250, 250]);
 }

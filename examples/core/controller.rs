@@ -31,7 +31,7 @@ enum Behaviour {
     Broken,
 }
 
-fn main() -> Result<(), keyed_backoff::ConfigError> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = MockClock::new();
     // controller-runtime's defaults: 5 ms doubling to 1000 s.
     let backoff = Backoff::<String>::builder(Duration::from_millis(5), Duration::from_secs(1000))

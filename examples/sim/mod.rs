@@ -49,7 +49,7 @@ pub fn strategy(label: &str) -> Option<Box<dyn Step>> {
         "Decorr" => Box::new(Decorrelated::new(base, cap)),
         "DecorrBounded" => Box::new(Decorrelated::new(base, cap).bounded()),
         // client-go's rule with jitter factor 1: doubling plus up to 100 %.
-        "ClientGo" => Box::new(FactorJitter::new(base, cap).factor(1.0)),
+        "ClientGo" => Box::new(FactorJitter::new(base, cap).jitter(1.0)),
         other => panic!("unknown algorithm {other}"),
     })
 }

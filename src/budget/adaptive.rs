@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use super::RetryBudget;
 use super::window::Window;
 use crate::ConfigError;
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{Clock, StdClock};
 use crate::draws::UnitDraws;
 use crate::error::finite_at_least;
 
@@ -26,7 +26,7 @@ use crate::error::finite_at_least;
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug)]
-pub struct AdaptiveThrottle<C: Clock = DefaultClock> {
+pub struct AdaptiveThrottle<C: Clock = StdClock> {
     k: f64,
     window: Duration,
     clock: C,
@@ -46,7 +46,7 @@ impl AdaptiveThrottle {
         Ok(AdaptiveThrottle {
             k: finite_at_least("k", k, 1.0)?,
             window: Duration::from_secs(120),
-            clock: DefaultClock::default(),
+            clock: StdClock,
             draws: UnitDraws::new(rand::random()),
             counts: Mutex::new(Window::new(Duration::from_secs(120))),
         })
@@ -79,7 +79,7 @@ impl<C: Clock> AdaptiveThrottle<C> {
         self
     }
 
-    /// Measures the window on `clock`. Default [`DefaultClock`].
+    /// Measures the window on `clock`. Default [`StdClock`].
     ///
     /// ```
     /// use keyed_backoff::budget::AdaptiveThrottle;

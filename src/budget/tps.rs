@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use super::RetryBudget;
 use super::window::Window;
 use crate::ConfigError;
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{Clock, StdClock};
 use crate::error::finite_at_least;
 
 /// Resolution of [`TpsBudget`] balances: one retry is a million units, so
@@ -35,7 +35,7 @@ const UNITS_PER_RETRY: i64 = 1_000_000;
 /// # Ok::<(), keyed_backoff::ConfigError>(())
 /// ```
 #[derive(Debug)]
-pub struct TpsBudget<C: Clock = DefaultClock> {
+pub struct TpsBudget<C: Clock = StdClock> {
     clock: C,
     ttl: Duration,
     reserve: i64,
@@ -70,7 +70,7 @@ impl TpsBudget {
             ));
         }
         Ok(TpsBudget {
-            clock: DefaultClock::default(),
+            clock: StdClock,
             ttl,
             reserve: i64::from(min_per_sec) * ttl.as_secs() as i64 * UNITS_PER_RETRY,
             deposit: (percent * UNITS_PER_RETRY as f64).round() as i64,
@@ -80,7 +80,7 @@ impl TpsBudget {
 }
 
 impl<C: Clock> TpsBudget<C> {
-    /// Measures the window on `clock`. Default [`DefaultClock`].
+    /// Measures the window on `clock`. Default [`StdClock`].
     ///
     /// ```
     /// use keyed_backoff::budget::TpsBudget;

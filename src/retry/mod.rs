@@ -18,7 +18,7 @@
 //!
 //! [`Retry`] combines all three, measures elapsed time on a [`Clock`] (so a
 //! [`MockClock`](crate::clock::MockClock) drives it in tests), sleeps through
-//! a [`Sleeper`] (so tests never wait), honours a server's `retry_after`,
+//! a function you give it (so tests never wait), honours a server's `retry_after`,
 //! and reports how many attempts ran.
 //!
 //! ```
@@ -38,15 +38,11 @@
 //! # Ok::<(), keyed_backoff::ConfigError>(())
 //! ```
 
-mod sleep;
-
 use std::fmt;
 use std::time::Duration;
 
-pub use sleep::{Sleeper, ThreadSleeper};
-
 use crate::budget::RetryBudget;
-use crate::clock::{Clock, ClockInstant, DefaultClock};
+use crate::clock::{Clock, ClockInstant, StdClock};
 use crate::strategy::{Step, Strategy};
 
 /// How to treat one error.
@@ -158,9 +154,9 @@ type Notifier<'a, E> = Box<dyn FnMut(&E, Duration, u32) + Send + 'a>;
 /// [`run`](Self::run) (blocking) or `run_async` (with the `tokio` feature).
 ///
 /// Defaults: no attempt limit (the strategy decides), no time limit, every
-/// error transient, no notification, no budget, the [`DefaultClock`].
+/// error transient, no notification, no budget, the [`StdClock`].
 #[must_use = "a Retry does nothing until run"]
-pub struct Retry<'a, E, C: Clock = DefaultClock> {
+pub struct Retry<'a, E, C: Clock = StdClock> {
     delays: Box<dyn Iterator<Item = Duration> + Send + 'a>,
     cap: Duration,
     max_attempts: Option<u32>,
@@ -201,7 +197,7 @@ impl<'a, E> Retry<'a, E> {
             cap: strategy.max_delay(),
             max_attempts: None,
             max_elapsed: None,
-            clock: DefaultClock::default(),
+            clock: StdClock,
             classify: Box::new(|_| Verdict::Retry),
             notify: None,
             budget: None,
@@ -249,7 +245,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
         self
     }
 
-    /// The clock that measures elapsed time. Default [`DefaultClock`].
+    /// The clock that measures elapsed time. Default [`StdClock`].
     ///
     /// ```
     /// use keyed_backoff::retry::Retry;
@@ -359,20 +355,22 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     }
 
     /// Runs `op` (given the attempt number, from 1) until it succeeds or a
-    /// limit stops it, sleeping through `sleeper` between attempts.
+    /// limit stops it, calling `sleep` with each delay between attempts:
+    /// `std::thread::sleep` in production; a closure that records the delays
+    /// or advances a [`MockClock`](crate::clock::MockClock) in tests.
     ///
     /// ```
-    /// use keyed_backoff::retry::{Retry, ThreadSleeper};
+    /// use keyed_backoff::retry::Retry;
     /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
     /// let s = Strategy::new(Constant::new(Duration::from_millis(1)))?;
-    /// let ok = Retry::new(&s).run(ThreadSleeper, |n| if n == 2 { Ok(n) } else { Err(()) }).unwrap();
+    /// let ok = Retry::new(&s).run(std::thread::sleep, |n| if n == 2 { Ok(n) } else { Err(()) }).unwrap();
     /// assert_eq!(ok.attempts, 2);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn run<T>(
         mut self,
-        mut sleeper: impl Sleeper,
+        mut sleep: impl FnMut(Duration),
         mut op: impl FnMut(u32) -> Result<T, E>,
     ) -> Result<Success<T>, Failure<E>> {
         let start = self.clock.now();
@@ -383,7 +381,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
             match self.after(outcome, attempt, start) {
                 Next::Done(result) => return result,
                 Next::Wait(delay) => {
-                    sleeper.sleep(delay);
+                    sleep(delay);
                     attempt += 1;
                 }
             }

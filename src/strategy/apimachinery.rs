@@ -6,23 +6,24 @@ use super::{Step, mul_f64};
 use crate::ConfigError;
 use crate::error::finite_at_least;
 
-/// apimachinery's `wait.Backoff` {duration, factor, jitter, steps, cap} with
-/// its `Step` semantics.
+/// apimachinery's `wait.Backoff` {Duration, Factor, Jitter, Steps, Cap} with
+/// its `Step` semantics. Its `Factor`, the growth per step, is
+/// [`multiplier`](Self::multiplier) here.
 ///
 /// Each step returns the *current* duration (jittered to
 /// `d + U[0,1)·jitter·d` when `jitter > 0`), then grows the current duration
-/// by `factor`; reaching `cap` sets it to `cap` and zeroes the remaining
+/// by `multiplier`; reaching `cap` sets it to `cap` and zeroes the remaining
 /// steps. Once `steps` reaches zero the duration stops growing and every
 /// further step returns it (jittered). Jitter never feeds back into growth.
 /// It never gives up: callers bound the attempts themselves.
 ///
-/// Defaults: factor 1, jitter 0, steps 1, no cap (`Duration::ZERO` means no
+/// Defaults: multiplier 1, jitter 0, steps 1, no cap (`Duration::ZERO` means no
 /// cap, as in Go).
 ///
 /// ```
 /// use keyed_backoff::strategy::{WaitBackoff, Strategy};
 /// use std::time::Duration;
-/// let s = Strategy::new(WaitBackoff::new(Duration::from_millis(10)).factor(5.0).steps(4))?;
+/// let s = Strategy::new(WaitBackoff::new(Duration::from_millis(10)).multiplier(5.0).steps(4))?;
 /// let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();
 /// assert_eq!(ms, [10, 50, 250, 1250, 6250, 6250]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -30,7 +31,7 @@ use crate::error::finite_at_least;
 #[derive(Debug, Clone)]
 pub struct WaitBackoff {
     duration: Duration,
-    factor: f64,
+    multiplier: f64,
     jitter: f64,
     steps: u32,
     cap: Duration,
@@ -46,25 +47,20 @@ impl WaitBackoff {
     pub fn new(duration: Duration) -> Self {
         WaitBackoff {
             duration,
-            factor: 1.0,
+            multiplier: 1.0,
             jitter: 0.0,
             steps: 1,
             cap: Duration::ZERO,
         }
     }
 
-    /// Growth factor per step (0 means no growth). Default 1.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::WaitBackoff;
-    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).factor(2.0);
-    /// ```
-    pub fn factor(mut self, factor: f64) -> Self {
-        self.factor = factor;
+    /// Growth per step, apimachinery's `Factor` (0 means no growth).
+    pub fn multiplier(mut self, multiplier: f64) -> Self {
+        self.multiplier = multiplier;
         self
     }
 
-    /// Jitter factor: each returned value is `d + U[0,1)·jitter·d`. Default 0.
+    /// Each returned value is `d + U[0,1)·jitter·d`.
     ///
     /// ```
     /// use keyed_backoff::strategy::WaitBackoff;
@@ -107,9 +103,9 @@ impl WaitBackoff {
                 break; // no further change
             }
             steps -= 1;
-            if self.factor != 0.0 {
-                // Go: time.Duration(float64(d) * factor), truncated to ns.
-                let next = Duration::from_nanos((d.as_nanos() as f64 * self.factor) as u64);
+            if self.multiplier != 0.0 {
+                // Go: time.Duration(float64(d) * Factor), truncated to ns.
+                let next = Duration::from_nanos((d.as_nanos() as f64 * self.multiplier) as u64);
                 if next == d {
                     break; // a fixed point: no later step changes it either
                 }
@@ -148,7 +144,7 @@ impl Step for WaitBackoff {
         })
     }
     fn validate(&self) -> Result<(), ConfigError> {
-        finite_at_least("factor", self.factor, 0.0)?;
+        finite_at_least("multiplier", self.multiplier, 0.0)?;
         finite_at_least("jitter", self.jitter, 0.0).map(drop)
     }
 }

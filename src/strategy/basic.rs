@@ -102,9 +102,9 @@ impl Step for Linear {
     }
 }
 
-/// Multiplies by a factor: `min(cap, base·factor^n)`.
+/// Multiplies by a constant: `min(cap, base·multiplier^n)`.
 ///
-/// Defaults: no cap. `factor` must be finite and `>= 1`.
+/// Defaults: no cap. `multiplier` must be finite and `>= 1`.
 ///
 /// ```
 /// use keyed_backoff::strategy::{Exponential, Strategy};
@@ -117,21 +117,21 @@ impl Step for Linear {
 #[derive(Debug, Clone)]
 pub struct Exponential {
     base: Duration,
-    factor: f64,
+    multiplier: f64,
     cap: Duration,
 }
 
 impl Exponential {
-    /// Starts at `base`, multiplies by `factor` each time.
+    /// Starts at `base`, multiplies by `multiplier` each time.
     ///
     /// ```
     /// use keyed_backoff::strategy::Exponential;
     /// let _ = Exponential::new(std::time::Duration::from_millis(100), 1.5);
     /// ```
-    pub fn new(base: Duration, factor: f64) -> Self {
+    pub fn new(base: Duration, multiplier: f64) -> Self {
         Exponential {
             base,
-            factor,
+            multiplier,
             cap: Duration::MAX,
         }
     }
@@ -154,9 +154,9 @@ impl Step for Exponential {
         self.cap
     }
     fn delay(&self, n: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
-        Some(grown(self.base, self.factor, n, self.cap))
+        Some(grown(self.base, self.multiplier, n, self.cap))
     }
     fn validate(&self) -> Result<(), ConfigError> {
-        finite_at_least("factor", self.factor, 1.0).map(drop)
+        finite_at_least("multiplier", self.multiplier, 1.0).map(drop)
     }
 }

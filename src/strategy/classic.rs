@@ -96,7 +96,7 @@ impl Hadoop {
         }
     }
 
-    /// Cap applied before the random factor. Default: none.
+    /// Cap applied before the random draw. Default: none.
     ///
     /// ```
     /// use keyed_backoff::strategy::Hadoop;

@@ -1,5 +1,5 @@
 //! Randomised families: AWS's full, equal and decorrelated jitter, and
-//! client-go's factor jitter.
+//! client-go's jitter (`FactorJitter`).
 
 use std::time::Duration;
 
@@ -182,15 +182,14 @@ impl Step for Decorrelated {
 }
 
 /// client-go's `flowcontrol.Backoff` rule as a strategy: the first delay is
-/// `initial + U[0,1)·factor·initial` (uncapped, as in client-go), each next
-/// one `min(cap, 2·previous + U[0,1)·factor·previous)`: the jitter is drawn
+/// `initial + U[0,1)·jitter·initial` (uncapped, as in client-go), each next
+/// one `min(cap, 2·previous + U[0,1)·jitter·previous)`: the jitter is drawn
 /// from the previous delay and added before the cap. Integer nanoseconds,
 /// truncated like Go's conversion, saturating.
 ///
 /// This is the keyed manager's default rule.
 ///
-/// Defaults: factor 0 (no jitter). `factor` must be
-/// finite and `>= 0`.
+/// Defaults: `jitter` 0 (none). `jitter` must be finite and `>= 0`.
 ///
 /// ```
 /// use keyed_backoff::strategy::{FactorJitter, Strategy};
@@ -204,7 +203,7 @@ impl Step for Decorrelated {
 pub struct FactorJitter {
     initial_ns: u64,
     cap_ns: u64,
-    factor: f64,
+    jitter: f64,
 }
 
 impl FactorJitter {
@@ -219,36 +218,32 @@ impl FactorJitter {
         FactorJitter {
             initial_ns: saturating_nanos(initial),
             cap_ns: saturating_nanos(cap),
-            factor: 0.0,
+            jitter: 0.0,
         }
     }
 
-    /// Jitter factor (client-go's `maxJitterFactor`). Default 0.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::{FactorJitter, Strategy};
-    /// use std::time::Duration;
-    /// assert!(Strategy::new(FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60)).factor(-1.0)).is_err());
-    /// ```
-    pub fn factor(mut self, factor: f64) -> Self {
-        self.factor = factor;
+    /// client-go's `maxJitterFactor`: each delay adds up to `jitter` times
+    /// the delay it is drawn from.
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
         self
     }
 
+    /// The jitter drawn from `delay_ns`, in nanoseconds.
     #[inline]
-    fn jitter(&self, delay_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
-        if self.factor == 0.0 {
+    fn jitter_ns(&self, delay_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
+        if self.jitter == 0.0 {
             return 0;
         }
         // `as` truncates toward zero like Go's conversion and saturates.
-        (unit() * self.factor * delay_ns as f64) as u64
+        (unit() * self.jitter * delay_ns as f64) as u64
     }
 
     /// The first delay, in nanoseconds.
     #[inline]
     pub(crate) fn first_ns(&self, unit: &mut dyn FnMut() -> f64) -> u64 {
         self.initial_ns
-            .saturating_add(self.jitter(self.initial_ns, unit))
+            .saturating_add(self.jitter_ns(self.initial_ns, unit))
     }
 
     /// The delay after `previous_ns`, in nanoseconds.
@@ -256,7 +251,7 @@ impl FactorJitter {
     pub(crate) fn following_ns(&self, previous_ns: u64, unit: &mut dyn FnMut() -> f64) -> u64 {
         previous_ns
             .saturating_mul(2)
-            .saturating_add(self.jitter(previous_ns, unit))
+            .saturating_add(self.jitter_ns(previous_ns, unit))
             .min(self.cap_ns)
     }
 }
@@ -266,7 +261,7 @@ impl Step for FactorJitter {
         // The first delay is `initial` plus its jitter, uncapped.
         let first_max = self
             .initial_ns
-            .saturating_add((self.factor * self.initial_ns as f64) as u64);
+            .saturating_add((self.jitter * self.initial_ns as f64) as u64);
         Duration::from_nanos(self.cap_ns.max(first_max))
     }
     fn delay(
@@ -282,6 +277,6 @@ impl Step for FactorJitter {
         Some(Duration::from_nanos(ns))
     }
     fn validate(&self) -> Result<(), ConfigError> {
-        finite_at_least("factor", self.factor, 0.0).map(drop)
+        finite_at_least("jitter", self.jitter, 0.0).map(drop)
     }
 }

@@ -16,12 +16,12 @@
 //! |---|---|---|
 //! | [`Constant`] | `d` | — |
 //! | [`Linear`] | `min(cap, initial + n·step)` | — |
-//! | [`Exponential`] | `min(cap, base·factor^n)` | — |
+//! | [`Exponential`] | `min(cap, base·multiplier^n)` | — |
 //! | [`FullJitter`] | `U(0, v)` | AWS, "Exponential Backoff and Jitter" (2015) |
 //! | [`EqualJitter`] | `v/2 + U(0, v/2)` | same |
 //! | [`Decorrelated`] | `min(cap, U(base, 3·prev))`, `prev₀ = base` | same |
 //! | [`Decorrelated::bounded`] | `U(base, min(cap, 3·prev))` | this crate |
-//! | [`FactorJitter`] | `initial + U·f·initial`, then `min(cap, 2·prev + U·f·prev)` | client-go `flowcontrol.Backoff` |
+//! | [`FactorJitter`] | `initial + U·j·initial`, then `min(cap, 2·prev + U·j·prev)` (`j`: jitter) | client-go `flowcontrol.Backoff` |
 //! | [`WaitBackoff`] | apimachinery `wait.Backoff.Step` | k8s apimachinery |
 //! | [`Ethernet`] | `slot · r`, `r ∈ [0, 2^min(n+1, 10) − 1]`, gives up after 16 attempts | IEEE 802.3 |
 //! | [`Hadoop`] | `min(cap, sleep·2^(n+1)) · U[0.5, 1.5)` | Hadoop `RetryPolicies` |
@@ -138,7 +138,7 @@ impl<S: Step + Clone> Strategy<S> {
     /// use keyed_backoff::strategy::{Exponential, Strategy};
     /// use std::time::Duration;
     /// let err = Strategy::new(Exponential::new(Duration::from_secs(1), 0.5)).unwrap_err();
-    /// assert_eq!(err.field(), "factor");
+    /// assert_eq!(err.field(), "multiplier");
     /// ```
     pub fn new(step: S) -> Result<Self, ConfigError> {
         step.validate()?;
@@ -282,11 +282,11 @@ pub(crate) fn mul_f64(d: Duration, k: f64) -> Duration {
     Duration::try_from_secs_f64(d.as_secs_f64() * k).unwrap_or(Duration::MAX)
 }
 
-/// `min(cap, base · factor^n)`, saturating.
+/// `min(cap, base · multiplier^n)`, saturating.
 #[inline]
-pub(crate) fn grown(base: Duration, factor: f64, n: u32, cap: Duration) -> Duration {
+pub(crate) fn grown(base: Duration, multiplier: f64, n: u32, cap: Duration) -> Duration {
     let exp = i32::try_from(n).unwrap_or(i32::MAX);
-    mul_f64(base, factor.powi(exp)).min(cap)
+    mul_f64(base, multiplier.powi(exp)).min(cap)
 }
 
 /// Whether delay number `n` (0-based) is allowed under `max_attempts`.

@@ -471,7 +471,7 @@ pub fn build(
     let real = match cfg.rule {
         RuleKind::ClientGo => finish!(Backoff::<String>::builder(initial, max)),
         RuleKind::Doubling(m) => {
-            let doubling = Strategy::new(FactorJitter::new(initial, max).factor(0.0))?;
+            let doubling = Strategy::new(FactorJitter::new(initial, max).jitter(0.0))?;
             finish!(Backoff::<String>::with_strategy(limited(doubling, m)))
         }
         RuleKind::Constant(m) => {

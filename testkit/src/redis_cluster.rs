@@ -1,31 +1,24 @@
 //! A Redis Cluster of the test's own on loopback: masters, each with a
-//! replica, made by `redis-cli --cluster create`, in a temporary directory
-//! removed when it is dropped.
+//! replica, made by `redis-cli --cluster create`; each node keeps its
+//! cluster configuration in its own temporary directory.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::redis_server::{Server, poll_until};
 
-/// A running cluster; its nodes are stopped when it is dropped.
+/// A running cluster; its nodes are stopped when it is dropped (each
+/// [`Server`] stops itself).
 pub struct Cluster {
     /// Every node, masters first as created (a master's replica is
     /// whichever `redis-cli` chose: ask [`Cluster::replica_of`]).
     pub nodes: Vec<Server>,
-    dir: PathBuf,
 }
 
 impl Cluster {
     /// `masters` masters with one replica each, every slot covered, the
     /// cluster's state `ok` on every node when this returns.
     pub fn start(masters: usize) -> Cluster {
-        let dir = std::env::temp_dir().join(format!(
-            "keyed-backoff-cluster-{}-{:x}",
-            std::process::id(),
-            rand_u32()
-        ));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
         let nodes: Vec<Server> = (0..masters * 2)
             .map(|_| {
                 let port = crate::redis_server::free_port();
@@ -34,19 +27,16 @@ impl Cluster {
                     vec![
                         "--cluster-enabled".into(),
                         "yes".into(),
+                        // In the node's own directory, kept across restarts.
                         "--cluster-config-file".into(),
-                        dir.join(format!("nodes-{port}.conf"))
-                            .to_string_lossy()
-                            .into_owned(),
+                        "nodes.conf".into(),
                         "--cluster-node-timeout".into(),
                         "2000".into(),
-                        "--dir".into(),
-                        dir.to_string_lossy().into_owned(),
                     ],
                 )
             })
             .collect();
-        let cluster = Cluster { nodes, dir };
+        let cluster = Cluster { nodes };
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for node in &cluster.nodes {
@@ -235,19 +225,5 @@ impl Cluster {
         (0..self.nodes.len())
             .find(|&i| self.nodes[i].running())
             .expect("a running node")
-    }
-}
-
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(Instant::now()) as u32
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            node.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

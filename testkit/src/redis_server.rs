@@ -1,8 +1,14 @@
 //! A `redis-server` of the test binary's own on a free loopback port, so a
 //! test can stop, pause and restart it. `REDIS_URL` points the tests at an
 //! existing server instead (then stop/pause/restart tests are skipped).
+//!
+//! Each server works in a temporary directory of its own (`--dir`), kept
+//! across restarts and removed when it is dropped: whatever it writes (a
+//! replica's snapshot, a cluster's configuration) never lands in the
+//! directory the tests run in.
 
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,6 +18,8 @@ pub struct Server {
     pub url: String,
     /// Extra `redis-server` arguments, kept for restarts.
     args: Vec<String>,
+    /// Its working directory (`None` for `REDIS_URL`'s server).
+    dir: Option<PathBuf>,
 }
 
 impl Server {
@@ -23,6 +31,7 @@ impl Server {
                 port: 0,
                 url,
                 args: Vec::new(),
+                dir: None,
             };
         }
         Server::with_args(Vec::new())
@@ -41,6 +50,7 @@ impl Server {
             port,
             url: format!("redis://127.0.0.1:{port}/"),
             args,
+            dir: Some(temp_dir(port)),
         };
         server.spawn();
         server
@@ -99,6 +109,11 @@ impl Server {
         self.wait_for("role:master");
     }
 
+    /// The directory it works in (`None` for `REDIS_URL`'s server).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// Whether the test's own process runs (not stopped).
     pub fn running(&self) -> bool {
         self.child.is_some()
@@ -110,9 +125,12 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        let dir = self.dir.as_ref().expect("an owned server");
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
             .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -181,6 +199,19 @@ pub fn poll_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A fresh, empty directory for the server on `port`.
+fn temp_dir(port: u16) -> PathBuf {
+    use std::hash::{BuildHasher, RandomState};
+    let unique = RandomState::new().hash_one(Instant::now()) as u32;
+    let dir = std::env::temp_dir().join(format!(
+        "keyed-backoff-redis-{}-{port}-{unique:x}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
+}
+
 /// A port no one listens on now, on loopback.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -197,5 +228,8 @@ impl Drop for Server {
                 .status();
         }
         self.stop();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

@@ -43,29 +43,40 @@
 //!
 //! Beyond the basics: [`ApfBuilder::lending`] lets levels lend and borrow
 //! seats, [`Apf::suggested`] and [`suggested_flow_schema`] are Kubernetes'
-//! suggested configuration, [`WorkEstimate`] has Kubernetes' LIST and
-//! mutating-request estimators, and [`Apf::retry_after`] is the adaptive
-//! `Retry-After`.
+//! suggested configuration, [`WorkEstimator`] sizes a request in seats as
+//! Kubernetes' LIST and mutating-request estimators do, and
+//! [`Apf::retry_after`] is the adaptive `Retry-After`. Kubernetes'
+//! arithmetic is public too: [`allocate_concurrency`] and
+//! [`adjust_limits`] for borrowing, [`DroppedRequests`] for `Retry-After`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod borrowing;
 mod dealer;
 mod error;
 #[cfg(feature = "http")]
 mod http;
+mod kubernetes;
 #[cfg(feature = "tower")]
 mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
-mod suggested;
-mod work;
+mod retry_after;
 
+pub use borrowing::{
+    Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
+    LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
+};
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
+pub use kubernetes::{
+    FlowMatch, ObjectStats, RequestAttributes, RequestInfo, SUGGESTED_SEATS, WorkEstimate,
+    WorkEstimator, suggested_flow_schema,
+};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
@@ -74,11 +85,7 @@ pub use queue_set::{
     MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_RETRY_AFTER,
     MAX_SEATS_PER_REQUEST, Rejected, Ticket,
 };
-
-pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
-pub use work::{
-    EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
-};
+pub use retry_after::DroppedRequests;
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         backoff.register(&mut registry, "configmap-demo");
         registry
     };
-    let _gc = backoff.spawn_gc(Duration::from_secs(60))?;
+    let _gc = backoff.spawn_gc_task(Duration::from_secs(60))?;
     let ctx = Arc::new(Ctx {
         backoff: backoff.clone(),
     });
@@ -90,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             if let Err(e) = outcome {
                 eprintln!("controller: {e}");
             }
-            let c = backoff.counters();
+            let c = backoff.stats();
             println!(
                 "  totals: {} failures, {} early runs not counted, {} successes",
                 c.failures, c.refusals, c.successes

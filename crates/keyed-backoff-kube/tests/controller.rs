@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use keyed_backoff_kube::Counters;
+use keyed_backoff_kube::Stats;
 use kube::runtime::controller::Action;
 use support::{ApiServer, Ctx, configmap, gaps, one_to_sixteen, run_controller, with_uid};
 
@@ -21,9 +21,9 @@ async fn an_object_that_always_fails_backs_off_doubling_to_the_cap() {
     assert_eq!(gaps(&timeline), [1.0, 2.0, 4.0, 8.0, 16.0, 16.0]);
     let broken = configmap("broken", 1);
     assert_eq!(backoff.attempts(&broken), 7);
-    let mut only_failures = Counters::default();
+    let mut only_failures = Stats::default();
     only_failures.failures = 7;
-    assert_eq!(backoff.counters(), only_failures);
+    assert_eq!(backoff.stats(), only_failures);
 }
 
 #[tokio::test(start_paused = true)]
@@ -41,7 +41,7 @@ async fn an_object_that_recovers_is_reset_and_starts_over_at_the_initial_delay()
     assert_eq!(gaps(&flaky[4..]), [1.0, 2.0, 4.0, 8.0]);
     // The other object is not affected by the first one's reset.
     assert_eq!(ctx.timeline("broken"), [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
-    let c = backoff.counters();
+    let c = backoff.stats();
     assert_eq!((c.successes, c.refusals), (1, 0));
     assert_eq!(backoff.attempts(&configmap("flaky", 1)), 5);
 }
@@ -68,24 +68,24 @@ async fn an_object_recreated_under_the_same_name_starts_at_the_initial_delay() {
     assert_eq!(gaps(&timeline[5..]), [1.0, 2.0, 4.0, 8.0]);
     let first_requeue_of_new = ctx.requeues.lock().unwrap()[5].clone();
     assert_eq!(first_requeue_of_new.2, Action::requeue(SECOND));
-    assert_eq!(backoff.counters().refusals, 0);
-    // Two entries: the old uid's is forgotten after its window and
-    // collected by GC; `forget` drops it at once.
+    assert_eq!(backoff.stats().refusals, 0);
+    // Two entries: the old uid's expires after its window and is
+    // collected by GC; `reset` removes it at once.
     assert_eq!((backoff.attempts(&old), backoff.attempts(&new)), (5, 5));
     assert_eq!(backoff.manager().len(), 2);
-    assert!(backoff.forget(&old));
+    assert!(backoff.reset(&old));
     assert_eq!(backoff.manager().len(), 1);
     assert_eq!(backoff.attempts(&new), 5);
 }
 
 /// An object that always fails gets a watch event at 2 s: it failed at 1 s
 /// and is due again at 3 s. Returns its reconcile timeline and the counters.
-async fn touched_during_backoff(skip: bool) -> (Vec<f64>, Counters, u32) {
+async fn touched_during_backoff(skip: bool) -> (Vec<f64>, Stats, u32) {
     let backoff = one_to_sixteen(skip);
     let server = ApiServer::new(vec![configmap("touched", 1)]).modified(2 * SECOND, "touched");
     let ctx = run_controller(server, &backoff, Ctx::new(&[], &[]), 60 * SECOND).await;
     let attempts = backoff.attempts(&configmap("touched", 1));
-    (ctx.timeline("touched"), backoff.counters(), attempts)
+    (ctx.timeline("touched"), backoff.stats(), attempts)
 }
 
 #[tokio::test(start_paused = true)]
@@ -136,7 +136,7 @@ async fn watch_events_during_backoff_leave_the_ladder_at_one_doubling_per_failur
         .to_vec();
     assert_eq!(delays, ladder);
     // Every event ran the object and was refused, not counted.
-    let c = backoff.counters();
+    let c = backoff.stats();
     assert_eq!(c.failures, 6);
     assert!(c.refusals >= 50, "{c:?}");
     assert_eq!(c.failures + c.refusals, requeues.len() as u64);
@@ -166,19 +166,19 @@ async fn a_panicking_reconcile_fails_only_its_object_and_is_backed_off() {
     let panicky = ctx.timeline("panicky");
     assert_eq!(panicky, [0.0, 1.0, 3.0, 7.0, 15.0, 31.0]);
     assert_eq!(gaps(&panicky), [1.0, 2.0, 4.0, 8.0, 16.0]);
-    let c = backoff.counters();
+    let c = backoff.stats();
     assert_eq!((c.panics, c.failures, c.successes), (6, 6 + 6 + 2, 1));
     assert_eq!(backoff.attempts(&configmap("panicky", 1)), 6);
 }
 
 #[tokio::test(start_paused = true)]
-async fn forgotten_objects_are_collected_on_tokio_time() {
+async fn expired_objects_are_collected_on_tokio_time() {
     let backoff = one_to_sixteen(false);
-    let _gc = backoff.spawn_gc(Duration::from_secs(10)).unwrap();
+    let _gc = backoff.spawn_gc_task(Duration::from_secs(10)).unwrap();
     let cm = configmap("gone", 1);
     backoff.on_error(&cm);
     assert_eq!(backoff.manager().len(), 1);
-    // Forgotten once 32 s (twice the cap) pass without a failure.
+    // Expired once 32 s (twice the cap) pass without a failure.
     tokio::time::sleep(Duration::from_secs(31)).await;
     assert_eq!(backoff.manager().len(), 1);
     tokio::time::sleep(Duration::from_secs(20)).await;

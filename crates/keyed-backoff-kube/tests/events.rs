@@ -1,8 +1,6 @@
 //! The `tracing` events: one per failure, refusal, skip, reset and panic,
 //! each carrying the object.
 
-#![cfg(feature = "tracing")]
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,7 +1,5 @@
 //! The Prometheus text after a scripted run of a real `Controller`.
 
-#![cfg(feature = "prometheus-client")]
-
 mod support;
 
 use std::time::Duration;

@@ -4,50 +4,49 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, ClockInstant, saturating_nanos};
-use keyed_backoff::draws::UnitDraws;
+use keyed_backoff::__private::{UnitDraws, saturating_nanos};
+use keyed_backoff::clock::{Clock, ClockInstant};
 use keyed_backoff::{Backoff, ConfigError, Settings};
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, ConnectionManager};
 
-use crate::RedisBackoff;
+use crate::connection::fail_fast;
 use crate::fallback::Fallback;
-use crate::near::NearCache;
-use crate::script::Replicas;
-
-/// Where the store's now comes from.
-#[derive(Clone)]
-pub(crate) enum Now {
-    /// Redis `TIME`, in microseconds.
-    Redis,
-    /// A caller's clock, in nanoseconds since the store's epoch.
-    Caller(Arc<dyn Fn() -> i64 + Send + Sync>),
-}
+use crate::near_cache::NearCache;
+use crate::protocol::{Rule, TimeSource};
+use crate::store::RedisBackoff;
+use crate::transport::{Replicas, Transport};
 
 /// Builds a [`RedisBackoff`]; made by [`RedisBackoff::builder`].
 ///
-/// Defaults: no jitter, client-go's expiry (`2·max`), a random seed, the
-/// key prefix `keyed-backoff`, a 250 ms timeout per operation, Redis `TIME`,
-/// no fallback (a failure is an `Err`).
-/// Only fixed expiry windows exist here: a custom expiry function cannot run
-/// inside Redis.
+/// Defaults: no jitter, client-go's `expire_after` (`2·max`), a random
+/// seed, the key prefix `keyed-backoff`, a 250 ms timeout per operation,
+/// Redis `TIME` as the clock, no fallback (a failure is an `Err`), no near
+/// cache, no waiting for replicas. Only a fixed `expire_after` exists here:
+/// a custom expiry function cannot run inside Redis.
 ///
 /// ```
 /// use keyed_backoff_redis::RedisBackoff;
 /// use std::time::Duration;
-/// let b = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), keyed_backoff_redis::ConfigError> {
+/// let backoff = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
 ///     .jitter(0.1)
 ///     .expire_after(Duration::from_secs(600))
 ///     .prefix("restarts")
-///     .timeout(Duration::from_millis(100));
-/// # let _ = b;
+///     .timeout(Duration::from_millis(100))
+///     .open("redis://127.0.0.1:6379/") // connects on first use
+///     .await?;
+/// assert_eq!(backoff.redis_key("pod-a"), "restarts:pod-a");
+/// # Ok(())
+/// # }
 /// ```
-#[must_use = "a builder does nothing until .build() is called"]
+#[must_use = "a builder does nothing until .open() or .build() is called"]
 #[derive(Clone)]
 pub struct RedisBackoffBuilder {
     settings: Settings,
     prefix: String,
     timeout: Duration,
-    now: Now,
+    time: TimeSource,
     fallback: Option<Duration>,
     near_cache: bool,
     replicas: Option<(u32, Duration)>,
@@ -59,7 +58,7 @@ impl fmt::Debug for RedisBackoffBuilder {
             .field("settings", &self.settings)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
-            .field("redis_time", &matches!(self.now, Now::Redis))
+            .field("redis_time", &matches!(self.time, TimeSource::Redis))
             .field("fallback", &self.fallback)
             .field("near_cache", &self.near_cache)
             .field("wait_for_replicas", &self.replicas)
@@ -68,67 +67,37 @@ impl fmt::Debug for RedisBackoffBuilder {
 }
 
 impl RedisBackoffBuilder {
-    /// client-go's jitter factor: each step adds `U[0,1) · jitter ·
-    /// previous backoff` before the cap. Default 0; finite and `>= 0`.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.5);
-    /// ```
-    pub fn jitter(mut self, factor: f64) -> Self {
-        self.settings = self.settings.jitter(factor);
+    /// client-go's jitter: each step adds `U[0,1) · jitter · previous
+    /// backoff` before the cap. Finite and `>= 0`.
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.settings = self.settings.jitter(jitter);
         self
     }
 
-    /// Seed for the jitter draws (made in this client). Default: random.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).seed(7);
-    /// ```
+    /// Seed for the jitter draws (made in this client).
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings = self.settings.seed(seed);
         self
     }
 
-    /// Expiry after a fixed window: an entry untouched for longer starts
-    /// over. Default `2·max`. At most [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF).
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
-    ///     .expire_after(Duration::from_secs(600));
-    /// ```
-    pub fn expire_after(mut self, window: Duration) -> Self {
-        self.settings = self.settings.expire_after(window);
+    /// The window after which an untouched entry is forgotten (the next
+    /// failure starts over at `initial`). At most
+    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF).
+    pub fn expire_after(mut self, expire_after: Duration) -> Self {
+        self.settings = self.settings.expire_after(expire_after);
         self
     }
 
     /// Prefix of every Redis key: an entry for `k` lives at `prefix:k`.
-    /// Default `keyed-backoff`. Must not be empty.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).prefix("image-pull");
-    /// ```
+    /// Must not be empty.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// The longest an operation may take before it fails with
-    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut). Default 250 ms; from 1 ms to 1 hour.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .timeout(Duration::from_millis(50));
-    /// ```
+    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut): from 1 ms to 1
+    /// hour.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -139,15 +108,9 @@ impl RedisBackoffBuilder {
     /// is answered by an in-process [`Backoff`](keyed_backoff::Backoff) with the
     /// same settings (a circuit breaker), then Redis is tried again.
     /// Answers during that time are this process's alone, not the fleet's;
-    /// [`fallback_answers`](RedisBackoff::fallback_answers) counts them.
-    /// Default: off (fail closed). `open_for` from 1 ms to 1 hour.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .fallback(Duration::from_secs(5));
-    /// ```
+    /// [`stats`](RedisBackoff::stats) counts them.
+    /// Without it a failure is an `Err` (fail closed). `open_for` from 1 ms
+    /// to 1 hour.
     pub fn fallback(mut self, open_for: Duration) -> Self {
         self.fallback = Some(open_for);
         self
@@ -160,14 +123,7 @@ impl RedisBackoffBuilder {
     /// by a reset: a [`reset`](RedisBackoff::reset) through this store is
     /// seen at once, but a reset by another replica only when the
     /// remembered window ends (never later than the key's backoff). Calls
-    /// with an [`OpId`](crate::OpId) always go to Redis. Default: off.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).near_cache(true);
-    /// # let _ = builder;
-    /// ```
+    /// with an [`OpId`](crate::OpId) always go to Redis.
     pub fn near_cache(mut self, on: bool) -> Self {
         self.near_cache = on;
         self
@@ -175,25 +131,17 @@ impl RedisBackoffBuilder {
 
     /// Durability across a failover: every operation that writes (an
     /// advance, a refusal remembered under an [`OpId`](crate::OpId), a
-    /// reset, a collection) is followed, in the same round trip, by Redis
+    /// reset, a removal by [`gc_key`](RedisBackoff::gc_key)) is followed, in the same round trip, by Redis
     /// `WAIT replicas timeout`, and is acknowledged only once that many
     /// replicas hold it. If fewer do within `timeout`, the operation fails
     /// with [`StoreError::NotReplicated`](crate::StoreError::NotReplicated)
     /// (it ran on the master; the outcome is unknown). A replica promoted
     /// after the master dies then holds every advance the fleet was told
-    /// about. Default: off (an acknowledged advance can be lost in a
-    /// failover; the repository's `docs/fleet.md` gives the measurements).
+    /// about. Without it an acknowledged advance can be lost in a failover
+    /// (the repository's `docs/fleet.md` gives the measurements).
     ///
     /// `replicas` from 1 to 100; `timeout` from 1 ms to less than the
     /// operation's [`timeout`](Self::timeout), which bounds the whole call.
-    ///
-    /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-    ///     .timeout(Duration::from_millis(500))
-    ///     .wait_for_replicas(1, Duration::from_millis(200));
-    /// ```
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = Some((replicas, timeout));
         self
@@ -204,37 +152,91 @@ impl RedisBackoffBuilder {
     /// [`MockClock`](keyed_backoff::clock::MockClock)): instances built at
     /// different moments do not share a time line, so a fleet should keep
     /// Redis time. Entries still expire in real time, after at least a day.
-    ///
-    /// ```
-    /// use keyed_backoff::clock::MockClock;
-    /// use keyed_backoff_redis::RedisBackoff;
-    /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60)).clock(MockClock::new());
-    /// ```
     pub fn clock<C: Clock>(mut self, clock: C) -> Self {
         let epoch = clock.now();
-        self.now = Now::Caller(Arc::new(move || clock.now().nanos_since(epoch)));
+        self.time = TimeSource::Caller(Arc::new(move || clock.now().nanos_since(epoch)));
         self
     }
 
-    /// Validates the settings and builds the store on `conn`: a
-    /// [`redis::aio::ConnectionManager`] (which reconnects by itself), a
-    /// cluster connection, or any other async connection.
+    /// Validates the settings and builds the store on the Redis server at
+    /// `url` (`redis://host:port/db`, or `rediss://` with a TLS feature of
+    /// redis-rs), through a
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) that fails fast
+    /// ([`fail_fast`](crate::fail_fast) with the operation's
+    /// [`timeout`](Self::timeout)). The connection is made on first use and
+    /// made again after it is lost, so a store opened while Redis is down
+    /// works once it is up.
     ///
-    /// Errors: `initial`, `max` or the expiry window above [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF);
-    /// `jitter` NaN, infinite or negative; an empty `prefix`; a `timeout`
-    /// outside 1 ms ..= 1 h; `wait_for_replicas` outside its ranges.
+    /// While the server refuses connections (not started, killed,
+    /// restarting) every operation fails at once with
+    /// [`StoreError::Unavailable`](crate::StoreError::Unavailable): it did
+    /// not run. A server that accepts but does not answer (overloaded,
+    /// frozen) makes an operation fail after the timeout with
+    /// [`StoreError::TimedOut`](crate::StoreError::TimedOut): it may have
+    /// run. Call it inside a Tokio runtime (the connection is driven by a
+    /// task of its own).
+    ///
+    /// Errors: those of [`build`](Self::build), and `url` when it is not a
+    /// Redis URL.
     ///
     /// ```
-    /// # async fn run(conn: redis::aio::ConnectionManager) {
+    /// use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Nothing listens on port 1: the operation fails at once, without
+    /// // having run, instead of waiting out the timeout.
+    /// let backoff = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .open("redis://127.0.0.1:1/")
+    ///     .await?;
+    /// let err = backoff.next("host-a", Event::now()).await.unwrap_err();
+    /// assert!(matches!(err, StoreError::Unavailable { .. }));
+    ///
+    /// let typo = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .open("127.0.0.1:6379")
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(typo.field(), "url");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(self, url: &str) -> Result<RedisBackoff<ConnectionManager>, ConfigError> {
+        let not_a_url = |e: redis::RedisError| {
+            ConfigError::new(
+                "url",
+                "a Redis URL such as redis://127.0.0.1:6379/",
+                format!("{url:?} ({e})"),
+            )
+        };
+        let client = redis::Client::open(url).map_err(not_a_url)?;
+        let config = fail_fast(self.timeout);
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(not_a_url)?;
+        self.build(conn)
+    }
+
+    /// Validates the settings and builds the store on `conn`: a
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) (which
+    /// reconnects by itself; set it up with [`fail_fast`](crate::fail_fast),
+    /// or use [`open`](Self::open)), a cluster connection, or any other
+    /// async connection.
+    ///
+    /// Errors: `initial`, `max` or `expire_after` above
+    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF); `jitter` NaN, infinite
+    /// or negative; an empty `prefix`; a `timeout` outside 1 ms ..= 1 h;
+    /// `wait_for_replicas` outside its ranges.
+    ///
+    /// ```
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// let err = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
     ///     .prefix("")
-    ///     .build(conn)
-    ///     .err()
-    ///     .unwrap();
+    ///     .open("redis://127.0.0.1:6379/")
+    ///     .await
+    ///     .unwrap_err();
     /// assert_eq!(err.field(), "prefix");
+    /// assert_eq!(err.allowed(), "a non-empty string");
     /// # }
     /// ```
     pub fn build<C>(self, conn: C) -> Result<RedisBackoff<C>, ConfigError>
@@ -242,9 +244,10 @@ impl RedisBackoffBuilder {
         C: ConnectionLike + Clone + Send + Sync,
     {
         let settings = self.settings.validate()?;
+        let resolved = keyed_backoff::__private::resolved(&settings);
         // Resolved here, so that the fallback draws the same stream.
-        let seed = settings.seed().unwrap_or_else(rand::random);
-        let (max, window) = (settings.max(), settings.window());
+        let seed = resolved.seed.unwrap_or_else(rand::random);
+        let (max, expire_after) = (resolved.max, resolved.expire_after);
         if self.prefix.is_empty() {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
@@ -276,30 +279,30 @@ impl RedisBackoffBuilder {
             None => None,
             Some(open_for) => {
                 let open_for = millisecond_to_hour("fallback", open_for)?;
-                let local = Backoff::<String>::from_settings(settings.settings().seed(seed));
+                let local = Backoff::<String>::from_settings(settings.seed(seed));
                 Some(Arc::new(Fallback::new(local.build()?, open_for)))
             }
         };
         // Redis forgets an entry once no operation can find it fresh: after
-        // the window, plus `max` for checks whose event time lags behind.
-        let mut ttl = window.saturating_add(max);
-        if matches!(self.now, Now::Caller(_)) {
+        // `expire_after`, plus `max` for checks whose event time lags behind.
+        let mut ttl = expire_after.saturating_add(max);
+        if matches!(self.time, TimeSource::Caller(_)) {
             ttl = ttl.max(Duration::from_secs(86_400));
         }
         Ok(RedisBackoff {
-            conn,
+            transport: Transport::new(conn, timeout, replicas),
             prefix: self.prefix,
-            initial_ns: saturating_nanos(settings.initial()),
-            max_ns: saturating_nanos(max),
-            jitter: settings.jitter(),
-            window_ns: saturating_nanos(window),
-            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
-            timeout,
+            rule: Rule {
+                initial_ns: saturating_nanos(resolved.initial),
+                max_ns: saturating_nanos(max),
+                jitter: resolved.jitter,
+                expire_after_ns: saturating_nanos(expire_after),
+                ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
+            },
             draws: Arc::new(UnitDraws::new(seed)),
-            now: self.now,
+            time: self.time,
             fallback,
             near: self.near_cache.then(|| Arc::new(NearCache::new())),
-            replicas,
         })
     }
 }
@@ -319,18 +322,30 @@ fn millisecond_to_hour(field: &'static str, d: Duration) -> Result<Duration, Con
 
 impl RedisBackoff<()> {
     /// A builder starting from `initial` and `max` (client-go's rule).
+    pub fn builder(initial: Duration, max: Duration) -> RedisBackoffBuilder {
+        RedisBackoff::from_settings(Settings::new(initial, max))
+    }
+
+    /// A builder starting from `settings`, the value the in-process manager
+    /// takes ([`Backoff::from_settings`]), so both follow one rule and are
+    /// validated alike; with the same seed they draw the same jitter.
     ///
     /// ```
-    /// use keyed_backoff_redis::RedisBackoff;
+    /// use keyed_backoff_redis::keyed_backoff::Backoff;
+    /// use keyed_backoff_redis::{RedisBackoff, Settings};
     /// use std::time::Duration;
-    /// let _ = RedisBackoff::builder(Duration::from_millis(5), Duration::from_secs(1000));
+    /// let rule = Settings::new(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.2).seed(7);
+    /// let local = Backoff::<String>::from_settings(rule.clone()).build()?;
+    /// let shared = RedisBackoff::from_settings(rule).prefix("payments");
+    /// # let _ = (local, shared);
+    /// # Ok::<(), keyed_backoff_redis::ConfigError>(())
     /// ```
-    pub fn builder(initial: Duration, max: Duration) -> RedisBackoffBuilder {
+    pub fn from_settings(settings: Settings) -> RedisBackoffBuilder {
         RedisBackoffBuilder {
-            settings: Settings::new(initial, max),
+            settings,
             prefix: "keyed-backoff".to_string(),
             timeout: Duration::from_millis(250),
-            now: Now::Redis,
+            time: TimeSource::Redis,
             fallback: None,
             near_cache: false,
             replicas: None,

@@ -21,17 +21,17 @@
 -- {-1, what is wrong} and leaves it exactly as it was.
 --
 -- KEYS[1]  the entry's key
--- ARGV[1]  op: next | gate | get | attempts | since | since_update | remaining | reset | collect
+-- ARGV[1]  op: next | gate | get | attempts | since | since_update | remaining | reset | gc_key
 -- ARGV[2]  now in nanoseconds by the caller's clock, or "" to read Redis
 --          TIME (then the time unit is a microsecond, else a nanosecond)
 -- ARGV[3]  the event's age in nanoseconds: now - event (negative: in the future)
 -- ARGV[4]  initial backoff, ns        ARGV[5]  max backoff, ns
--- ARGV[6]  the jitter draw times the jitter factor, in [0, factor) ("0": none)
--- ARGV[7]  expiry window, ns          ARGV[8]  time to live of a written entry, ms
+-- ARGV[6]  the jitter draw times the jitter, in [0, jitter) ("0": none)
+-- ARGV[7]  expire_after, ns           ARGV[8]  time to live of a written entry, ms
 -- ARGV[9]  operation id ("" for none)
 --
 -- Replies: next/gate {1, backoff_ns, attempts} or, refused, {0, remaining_ns};
--- get/attempts/remaining an integer (0: none); since/since_update/reset/collect
+-- get/attempts/remaining an integer (0: none); since/since_update/reset/gc_key
 -- 0 or 1; anything not ours {-1, detail}.
 --
 -- Every call pays for each number it converts and each function it makes,
@@ -59,7 +59,7 @@ if ARGV[3] ~= '0' then
   age_ns = tonumber(ARGV[3])
   event = now - age_ns / unit
 end
-local window_ns = tonumber(ARGV[7])
+local expire_after_ns = tonumber(ARGV[7])
 
 -- The entry. fb, ft, fa: the digits of b, t, a (nil: no entry); fr: the
 -- records (nil: none); legacy_id: an earlier version's last id.
@@ -84,7 +84,7 @@ elseif raw then
 end
 if fb then b, t, a = tonumber(fb), tonumber(ft), tonumber(fa) end
 if raw and (not fb or #fb > 16 or b > MASK or #ft > 19 or #fa > 4 or a > MAX_ATTEMPTS
-    or (t - now) * unit > window_ns or (rest ~= '' and sub(rest, 1, 1) ~= ';')) then
+    or (t - now) * unit > expire_after_ns or (rest ~= '' and sub(rest, 1, 1) ~= ';')) then
   -- Not ours: say which field, and how, with its value quoted and cut short.
   local function shown(v)
     if not v then return 'missing' end
@@ -136,8 +136,8 @@ end
 if op == 'reset' then
   return redis.call('DEL', key)
 end
-if op == 'collect' then
-  if present and (now - t) * unit > window_ns then return redis.call('DEL', key) end
+if op == 'gc_key' then
+  if present and (now - t) * unit > expire_after_ns then return redis.call('DEL', key) end
   return 0
 end
 if op == 'get' then return b end
@@ -145,7 +145,7 @@ if op == 'attempts' then return a end
 
 -- As of the event: whether the entry is live (within the expiry window of
 -- its last update), and the wait it has left (ns, > 0) or nil.
-local live = present and (event - t) * unit <= window_ns
+local live = present and (event - t) * unit <= expire_after_ns
 local left = nil
 if live then
   left = b - (event - t) * unit
@@ -207,7 +207,7 @@ if op == 'gate' and left ~= nil then
   return {0, left}
 end
 
--- client-go's jitter: the draw times the factor times the previous backoff,
+-- client-go's jitter: the draw times the jitter times the previous backoff,
 -- truncated toward zero.
 local scaled = ARGV[6]
 if scaled ~= '0' then scaled = tonumber(scaled) else scaled = nil end

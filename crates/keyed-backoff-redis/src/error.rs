@@ -1,47 +1,66 @@
 //! What can go wrong talking to the store.
 
+use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
 /// A store operation that did not complete. Every variant is something the
-/// caller can act on; none means "no backoff".
+/// caller can act on; none means "no backoff". Where redis-rs reported the
+/// failure, its [`redis::RedisError`] is the error's
+/// [`source`](Error::source).
 ///
+/// ```no_run
+/// use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+/// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) {
+/// match b.next("host-a", Event::now()).await {
+///     Ok(delay) => println!("retry in {delay:?}"),
+///     // The script did not run: nothing was counted, trying again is safe.
+///     Err(e @ StoreError::Unavailable { .. }) => eprintln!("{e}: {:?}", std::error::Error::source(&e)),
+///     // It may have run: retry under an `OpId` to count it once.
+///     Err(e) if e.outcome_unknown() => eprintln!("{e}"),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
 /// ```
-/// use keyed_backoff_redis::StoreError;
-/// use std::time::Duration;
-/// let e = StoreError::TimedOut { after: Duration::from_millis(250) };
-/// assert!(e.outcome_unknown());
-/// assert!(e.to_string().contains("250ms"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum StoreError {
     /// Redis could not be reached (refused, dropped, reconnecting). The
     /// operation did not run.
+    #[non_exhaustive]
     Unavailable {
-        /// What the client reported.
-        detail: String,
+        /// What redis-rs reported.
+        source: redis::RedisError,
     },
     /// No answer within the timeout. The script may still have run: the
     /// outcome is unknown (retry `next` with the same
     /// [`OpId`](crate::OpId) to be safe).
+    #[non_exhaustive]
     TimedOut {
         /// The configured timeout.
         after: Duration,
+        /// What redis-rs reported, when it gave up first (its own response
+        /// timeout); `None` when the operation's timeout ran out.
+        source: Option<redis::RedisError>,
     },
     /// The key holds something that is not one of our entries (another
-    /// program wrote it). It is left untouched.
+    /// program wrote it), or the reply made no sense. It is left untouched.
+    #[non_exhaustive]
     Corrupt {
         /// The caller's key.
         key: String,
-        /// What Redis or the reply said.
+        /// What is wrong with the entry or the reply.
         detail: String,
+        /// What redis-rs reported, when it saw the problem (a wrong type, a
+        /// reply it could not read).
+        source: Option<redis::RedisError>,
     },
     /// The operation ran on the master, but fewer replicas than
     /// [`wait_for_replicas`](crate::RedisBackoffBuilder::wait_for_replicas)
     /// asks for acknowledged it in time. A failover now may or may not
     /// keep it: the outcome is unknown (retry with the same
     /// [`OpId`](crate::OpId) to be safe).
+    #[non_exhaustive]
     NotReplicated {
         /// The caller's key.
         key: String,
@@ -52,9 +71,10 @@ pub enum StoreError {
     },
     /// Any other error reply from Redis (out of memory, a read-only
     /// replica, scripts disabled…).
+    #[non_exhaustive]
     Redis {
         /// What the server said.
-        detail: String,
+        source: redis::RedisError,
     },
 }
 
@@ -62,9 +82,17 @@ impl StoreError {
     /// Whether the operation may have taken effect even though it failed:
     /// a timeout, or a write too few replicas acknowledged.
     ///
-    /// ```
-    /// use keyed_backoff_redis::StoreError;
-    /// assert!(!StoreError::Unavailable { detail: "refused".into() }.outcome_unknown());
+    /// ```no_run
+    /// use keyed_backoff_redis::{Event, OpId, RedisBackoff, StoreError};
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) -> Result<(), StoreError> {
+    /// let id = OpId::new();
+    /// let delay = match b.next_with("host-a", Event::now(), id).await {
+    ///     // It may have counted: the same id cannot count twice.
+    ///     Err(e) if e.outcome_unknown() => b.next_with("host-a", Event::now(), id).await?,
+    ///     other => other?,
+    /// };
+    /// # let _ = delay; Ok(())
+    /// # }
     /// ```
     pub fn outcome_unknown(&self) -> bool {
         matches!(
@@ -73,57 +101,87 @@ impl StoreError {
         )
     }
 
+    /// A reply of a shape the script never gives.
     pub(crate) fn unexpected(key: &str, what: &str) -> Self {
         StoreError::Corrupt {
             key: key.to_string(),
             detail: format!("unexpected reply: {what}"),
+            source: None,
         }
     }
 
     /// Sorts a client error; `timeout` is the operation's own, reported
     /// when the client gave up waiting for an answer (outcome unknown).
     pub(crate) fn from_redis(key: &str, e: redis::RedisError, timeout: Duration) -> Self {
-        let detail = e.to_string();
         let unreachable = e.is_io_error()
             || e.is_connection_refusal()
             || e.is_connection_dropped()
             || (e.is_unrecoverable_error() && e.code().is_none());
-        if e.code() == Some("WRONGTYPE") || detail.contains("WRONGTYPE") {
+        if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
             StoreError::Corrupt {
                 key: key.to_string(),
-                detail,
+                detail: "the key holds a value of another type".to_owned(),
+                source: Some(e),
+            }
+        } else if e.kind() == redis::ErrorKind::Parse {
+            StoreError::Corrupt {
+                key: key.to_string(),
+                detail: "unexpected reply".to_owned(),
+                source: Some(e),
             }
         } else if e.is_timeout() {
-            StoreError::TimedOut { after: timeout }
+            StoreError::TimedOut {
+                after: timeout,
+                source: Some(e),
+            }
         } else if unreachable {
-            StoreError::Unavailable { detail }
+            StoreError::Unavailable { source: e }
         } else {
-            StoreError::Redis { detail }
+            StoreError::Redis { source: e }
         }
     }
 }
 
+/// Each message says what happened at the store's level; the redis-rs
+/// error that caused it is the [`source`](Error::source), not repeated here.
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::Unavailable { detail } => write!(f, "backoff store unavailable: {detail}"),
-            StoreError::TimedOut { after } => {
+            StoreError::Unavailable { .. } => {
+                write!(f, "backoff store unavailable; the operation did not run")
+            }
+            StoreError::TimedOut { after, .. } => {
                 write!(
                     f,
                     "backoff store did not answer within {after:?}; outcome unknown"
                 )
             }
-            StoreError::Corrupt { key, detail } => {
+            StoreError::Corrupt { key, detail, .. } => {
                 write!(f, "backoff entry for {key:?} is not ours: {detail}")
             }
-            StoreError::NotReplicated { key, acked, wanted } => write!(
+            StoreError::NotReplicated {
+                key, acked, wanted, ..
+            } => write!(
                 f,
                 "backoff entry for {key:?} written on the master, but {acked} of the \
                  {wanted} replicas asked for acknowledged it; outcome unknown"
             ),
-            StoreError::Redis { detail } => write!(f, "backoff store error: {detail}"),
+            StoreError::Redis { source } => match source.code() {
+                Some(code) => write!(f, "backoff store answered with an error ({code})"),
+                None => write!(f, "backoff store answered with an error"),
+            },
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StoreError::Unavailable { source } | StoreError::Redis { source } => Some(source),
+            StoreError::TimedOut { source, .. } | StoreError::Corrupt { source, .. } => {
+                source.as_ref().map(|e| e as &(dyn Error + 'static))
+            }
+            StoreError::NotReplicated { .. } => None,
+        }
+    }
+}

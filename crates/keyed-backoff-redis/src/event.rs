@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use keyed_backoff::clock::{ClockInstant, saturating_nanos};
+use keyed_backoff::__private::saturating_nanos;
+use keyed_backoff::clock::ClockInstant;
 
 /// When the event being judged happened, as an age: how long before the
 /// store's now (negative ages are in the future).
@@ -73,7 +74,7 @@ impl Event {
     /// The event at `event`, judged at `now`, on any crate clock.
     ///
     /// ```
-    /// use keyed_backoff::clock::MockInstant;
+    /// use keyed_backoff_redis::clock::MockInstant;
     /// use keyed_backoff_redis::Event;
     /// let e = Event::between(MockInstant::from_nanos(4), MockInstant::from_nanos(10));
     /// assert_eq!(e.age_nanos(), 6);

@@ -1,43 +1,35 @@
-//! What operators see: `tracing` events and `metrics` counters, each behind
-//! its feature. Without the features every function here is empty and
-//! inlined away.
+//! What operators see, called at the store's decisions: `tracing` events
+//! (feature `tracing`, target `keyed_backoff_redis`) and `metrics` counters
+//! (feature `metrics`). With a feature off its code is not compiled: with
+//! both off every function here is empty and the timer reads no clock.
+
+// A function whose feature is off uses none of its arguments.
+#![cfg_attr(
+    not(all(feature = "metrics", feature = "tracing")),
+    allow(unused_variables)
+)]
 
 use std::time::Duration;
-#[cfg(any(feature = "metrics", feature = "tracing"))]
-use std::time::Instant;
 
-use crate::StoreError;
-use crate::script::{Op, Reply};
+use crate::error::StoreError;
+use crate::protocol::{Op, Reply};
 
-/// The `result` label of an operation.
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-fn result_label(result: &Result<Reply, StoreError>) -> &'static str {
-    match result {
-        Ok(Reply::Refused { .. }) => "refused",
-        Ok(_) => "ok",
-        Err(StoreError::Unavailable { .. }) => "unavailable",
-        Err(StoreError::TimedOut { .. }) => "timed_out",
-        Err(StoreError::Corrupt { .. }) => "corrupt",
-        Err(StoreError::NotReplicated { .. }) => "not_replicated",
-        Err(_) => "error",
-    }
-}
-
-/// Measures a script call, only when something reports the time: without
-/// the features it is empty and reads no clock.
-pub(crate) struct Timer(#[cfg(any(feature = "metrics", feature = "tracing"))] Instant);
+/// Measures a script call, only when something reports the time.
+pub(crate) struct Timer(#[cfg(any(feature = "metrics", feature = "tracing"))] std::time::Instant);
 
 impl Timer {
     #[inline]
     pub(crate) fn start() -> Self {
         Timer(
             #[cfg(any(feature = "metrics", feature = "tracing"))]
-            Instant::now(),
+            std::time::Instant::now(),
         )
     }
 }
 
-/// One script call ended (in Redis, not the fallback), timed by `timer`.
+/// One script call ended (in Redis, not the fallback), timed by `timer`:
+/// counted and timed per operation and result; an error is a `WARN` event
+/// (an `ERROR` for an entry that is not ours).
 #[inline]
 pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, timer: Timer) {
     #[cfg(any(feature = "metrics", feature = "tracing"))]
@@ -55,22 +47,25 @@ pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, t
     }
     #[cfg(feature = "tracing")]
     match result {
-        Err(error @ StoreError::Corrupt { .. }) => {
-            tracing::error!(target: "keyed_backoff_redis", op = op.name(), key, %error, "entry is not ours");
-        }
-        Err(error) => {
-            tracing::warn!(
-                target: "keyed_backoff_redis",
-                op = op.name(),
-                key,
-                %error,
-                elapsed_ms = elapsed.as_millis() as u64,
-                "store error"
-            );
-        }
+        Err(error @ StoreError::Corrupt { .. }) => tracing::error!(
+            target: "keyed_backoff_redis",
+            op = op.name(),
+            key,
+            %error,
+            cause = cause(error),
+            "entry is not ours"
+        ),
+        Err(error) => tracing::warn!(
+            target: "keyed_backoff_redis",
+            op = op.name(),
+            key,
+            %error,
+            cause = cause(error),
+            elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            "store error"
+        ),
         Ok(_) => {}
     }
-    let _ = (op, key, result, timer);
 }
 
 /// The breaker opened after `error`: the fallback answers for `open_for`.
@@ -85,10 +80,10 @@ pub(crate) fn breaker_opened(error: &StoreError, open_for: Duration) {
     tracing::warn!(
         target: "keyed_backoff_redis",
         %error,
-        open_for_ms = open_for.as_millis() as u64,
+        cause = cause(error),
+        open_for_ms = u64::try_from(open_for.as_millis()).unwrap_or(u64::MAX),
         "breaker opened: the in-process fallback answers until Redis is asked again"
     );
-    let _ = (error, open_for);
 }
 
 /// Redis answered again after the breaker had opened.
@@ -107,5 +102,25 @@ pub(crate) fn fallback_answer(op: Op, key: &str) {
     metrics::counter!("keyed_backoff_redis_fallback_answers_total", "op" => op.name()).increment(1);
     #[cfg(feature = "tracing")]
     tracing::debug!(target: "keyed_backoff_redis", op = op.name(), key, "answered by the in-process fallback");
-    let _ = (op, key);
+}
+
+/// The `result` label of an operation.
+#[cfg(feature = "metrics")]
+fn result_label(result: &Result<Reply, StoreError>) -> &'static str {
+    match result {
+        Ok(Reply::Refused { .. }) => "refused",
+        Ok(_) => "ok",
+        Err(StoreError::Unavailable { .. }) => "unavailable",
+        Err(StoreError::TimedOut { .. }) => "timed_out",
+        Err(StoreError::Corrupt { .. }) => "corrupt",
+        Err(StoreError::NotReplicated { .. }) => "not_replicated",
+        Err(_) => "error",
+    }
+}
+
+/// The redis-rs error under `error`, as an event field (empty when there
+/// is none).
+#[cfg(feature = "tracing")]
+fn cause(error: &StoreError) -> String {
+    std::error::Error::source(error).map_or_else(String::new, ToString::to_string)
 }

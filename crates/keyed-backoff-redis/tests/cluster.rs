@@ -3,7 +3,6 @@
 //! traffic runs through a resharding of a slot (keys answering ASK, then
 //! MOVED), a replica's takeover of its master, and a master killed and
 //! replaced by the cluster itself, with every advance counted exactly once.
-#![cfg(feature = "cluster")]
 
 mod common;
 

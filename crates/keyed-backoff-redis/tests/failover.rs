@@ -191,3 +191,22 @@ async fn without_wait_a_killed_master_loses_what_the_lagging_replica_missed() {
     assert_eq!(run.unknown, 0);
     assert!(run.lost >= 20, "{} lost", run.lost);
 }
+
+/// A replica's full sync and a `SAVE` write snapshots: they land in each
+/// server's own directory, never in the one the tests run in (a snapshot
+/// there would end up in the repository and in the package).
+#[test]
+fn snapshots_stay_in_each_servers_own_directory() {
+    let master = Server::start();
+    if !master.owned() {
+        return;
+    }
+    let replica = Server::replica_of(&master);
+    for server in [&master, &replica] {
+        let _: String = server.command(&["SAVE"]).unwrap();
+        let dir = server.dir().expect("an owned server's directory");
+        assert!(dir.join("dump.rdb").is_file(), "{}", dir.display());
+    }
+    let here = std::env::current_dir().unwrap();
+    assert!(!here.join("dump.rdb").exists(), "{}", here.display());
+}

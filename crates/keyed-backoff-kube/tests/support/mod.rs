@@ -3,25 +3,21 @@
 
 #![allow(dead_code)]
 
+mod api_server;
+
+pub use api_server::ApiServer;
+
 use std::collections::{HashMap, HashSet};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
-use futures::channel::mpsc;
-use http::{Request, Response};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
 use k8s_openapi::api::core::v1::ConfigMap;
 use keyed_backoff_kube::{ObjectBackoff, ReconcileError};
+use kube::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::{Api, Client};
 use tokio::time::Instant;
-
-type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// A config map in `default` whose uid is `uid-<name>`.
 pub fn configmap(name: &str, resource_version: u32) -> ConfigMap {
@@ -38,80 +34,12 @@ pub fn with_uid(name: &str, resource_version: u32, uid: &str) -> ConfigMap {
     cm
 }
 
-/// What the mocked API server holds: the objects its list returns, and
-/// watch events to send at given times after the start.
-pub struct ApiServer {
-    pub objects: Vec<ConfigMap>,
-    pub events: Vec<(Duration, &'static str, ConfigMap)>,
-}
-
-impl ApiServer {
-    pub fn new(objects: Vec<ConfigMap>) -> Self {
-        Self {
-            objects,
-            events: Vec::new(),
-        }
-    }
-
+impl ApiServer<ConfigMap> {
     /// Adds a `MODIFIED` event for `name` at `at`.
     pub fn modified(mut self, at: Duration, name: &str) -> Self {
         let version = 100 + self.events.len() as u32;
         self.events.push((at, "MODIFIED", configmap(name, version)));
         self
-    }
-
-    /// Adds an event of `kind` (`ADDED`, `MODIFIED`, `DELETED`) at `at`.
-    pub fn event(mut self, at: Duration, kind: &'static str, object: ConfigMap) -> Self {
-        self.events.push((at, kind, object));
-        self
-    }
-
-    /// Answers the controller's list and watch requests until the test ends.
-    async fn serve(
-        self,
-        mut handle: tower_test::mock::Handle<Request<kube::client::Body>, Response<Body>>,
-    ) {
-        let t0 = Instant::now();
-        let mut events = Some(self.events);
-        while let Some((request, respond)) = handle.next_request().await {
-            let query = request.uri().query().unwrap_or_default().to_owned();
-            assert!(
-                request
-                    .uri()
-                    .path()
-                    .ends_with("/namespaces/default/configmaps"),
-                "unexpected request {}",
-                request.uri()
-            );
-            if query.contains("watch=true") {
-                let (tx, rx) = mpsc::unbounded::<Result<http_body::Frame<Bytes>, Infallible>>();
-                let scheduled = events.take().unwrap_or_default();
-                tokio::spawn(async move {
-                    for (at, kind, object) in scheduled {
-                        tokio::time::sleep_until(t0 + at).await;
-                        let event = serde_json::json!({ "type": kind, "object": object });
-                        let mut line = serde_json::to_vec(&event).unwrap();
-                        line.push(b'\n');
-                        tx.unbounded_send(Ok(http_body::Frame::data(Bytes::from(line))))
-                            .unwrap();
-                    }
-                    // The watch stays open for the rest of the test.
-                    std::future::pending::<()>().await;
-                    drop(tx);
-                });
-                respond.send_response(Response::new(StreamBody::new(rx).boxed_unsync()));
-            } else {
-                let list = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMapList",
-                    "metadata": { "resourceVersion": "1" },
-                    "items": self.objects,
-                });
-                let body =
-                    Full::new(Bytes::from(serde_json::to_vec(&list).unwrap())).boxed_unsync();
-                respond.send_response(Response::new(body));
-            }
-        }
     }
 }
 
@@ -204,14 +132,12 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Fail
 /// time and returns the context with its log. The error policy is
 /// `backoff.on_error`, logged.
 pub async fn run_controller(
-    server: ApiServer,
+    server: ApiServer<ConfigMap>,
     backoff: &ObjectBackoff<ConfigMap>,
     ctx: Arc<Ctx>,
     horizon: Duration,
 ) -> Arc<Ctx> {
-    let (service, handle) = tower_test::mock::pair::<Request<kube::client::Body>, Response<Body>>();
-    tokio::spawn(server.serve(handle));
-    let client = Client::new(service, "default");
+    let client = server.client();
     let policy = {
         let backoff = backoff.clone();
         move |cm: Arc<ConfigMap>, _: &ReconcileError<Failed>, ctx: Arc<Ctx>| {
@@ -231,6 +157,13 @@ pub async fn run_controller(
     )
     .run(backoff.reconciler(reconcile), policy, Arc::clone(&ctx))
     .for_each(|_| async {});
+    run_for(controller, horizon).await;
+    ctx
+}
+
+/// Runs `controller` (a `Controller`'s stream, driven) for `horizon` of
+/// paused time, and fails if it stopped before.
+pub async fn run_for(controller: impl Future<Output = ()> + Send + 'static, horizon: Duration) {
     let task = tokio::spawn(controller);
     tokio::time::sleep(horizon).await;
     assert!(
@@ -238,7 +171,6 @@ pub async fn run_controller(
         "the controller stopped before the horizon"
     );
     task.abort();
-    ctx
 }
 
 /// A backoff of 1 s doubling to 16 s.

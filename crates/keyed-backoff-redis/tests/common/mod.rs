@@ -1,15 +1,70 @@
-//! What the Redis suites share: client-go's traces replayed on a store.
+//! What the Redis suites share: a server, a runtime, stores on it, and
+//! client-go's traces replayed on a store.
+
+// Each suite uses a part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff_redis::redis;
-use keyed_backoff_redis::redis::aio::ConnectionLike;
-use keyed_backoff_redis::{Event, RedisBackoff};
+use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
+use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
 use keyed_backoff_testkit::clientgo::{int, nanos};
+use keyed_backoff_testkit::redis_server::Server;
 use serde_json::Value;
+
+pub type Store = RedisBackoff<ConnectionManager>;
+
+/// One server for the tests that do not disturb it.
+pub fn shared() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(Server::start)
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+pub async fn connect(url: &str) -> ConnectionManager {
+    let client = redis::Client::open(url).expect("url");
+    ConnectionManager::new(client).await.expect("connect")
+}
+
+/// A prefix no other test uses.
+pub fn prefix(name: &str) -> String {
+    format!("test-{name}-{:x}", rand::random::<u32>())
+}
+
+pub fn store_on(conn: ConnectionManager, name: &str) -> Store {
+    RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .prefix(prefix(name))
+        .timeout(Duration::from_millis(300))
+        .build(conn)
+        .unwrap()
+}
+
+/// Polls `op` until it succeeds, failing after a deadline.
+pub async fn until_ok<T, F, Fut>(mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 // ---------------------------------------------------------------------------
 // client-go's traces, replayed on the store under a mock clock
@@ -82,7 +137,7 @@ where
             // the same rule applied to every key now.
             "gc" => {
                 for k in &keys {
-                    store.collect(k).await.expect("collect");
+                    store.gc_key(k).await.expect("gc_key");
                 }
             }
             "len" => {

@@ -1,0 +1,315 @@
+//! The backoff type: one client-go backoff entry per object, the calls an
+//! error policy and a reconcile make on it, and what it shares between
+//! clones.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keyed_backoff::clock::{Clock, TokioClock};
+use keyed_backoff::{Backoff, GcTaskGuard, InBackoff, SpawnError};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Lookup;
+
+use crate::key::ObjectKey;
+use crate::observe;
+use crate::rate_limit::Bucket;
+use crate::stats::{Stats, Tally};
+
+/// The manager type behind an [`ObjectBackoff`]: one entry per object
+/// identity (reference and uid), on tokio's clock.
+pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
+
+/// One exponential backoff per Kubernetes object, for a kube-runtime
+/// `Controller`. Cheap to clone (clones share the state), so it can live in
+/// the controller's context as well as in the closures given to
+/// [`Controller::run`](kube::runtime::Controller::run).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use keyed_backoff_kube::ObjectBackoff;
+/// use std::time::Duration;
+/// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+/// assert_eq!(backoff.manager().max(), Duration::from_secs(300));
+/// ```
+pub struct ObjectBackoff<K: Lookup> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K: Lookup> {
+    manager: Arc<ObjectManager<K>>,
+    /// The controller-wide bucket, if any: every counted failure takes a
+    /// token from it.
+    bucket: Option<Bucket>,
+    dyntype: K::DynamicType,
+    skip_while_in_backoff: bool,
+    tally: Tally,
+}
+
+impl<K: Lookup> Clone for ObjectBackoff<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K> fmt::Debug for ObjectBackoff<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+    ObjectManager<K>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectBackoff")
+            .field("manager", &self.shared.manager)
+            .field(
+                "overall_rate_limit",
+                &self.shared.bucket.as_ref().map(Bucket::limit),
+            )
+            .field("skip_while_in_backoff", &self.shared.skip_while_in_backoff)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<K> ObjectBackoff<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    /// A backoff over `manager`, as the builder checked it.
+    pub(crate) fn new(
+        manager: ObjectManager<K>,
+        bucket: Option<Bucket>,
+        dyntype: K::DynamicType,
+        skip_while_in_backoff: bool,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                manager: Arc::new(manager),
+                bucket,
+                dyntype,
+                skip_while_in_backoff,
+                tally: Tally::default(),
+            }),
+        }
+    }
+
+    pub(crate) fn key(&self, obj: &K) -> ObjectKey<K> {
+        ObjectKey::new(obj, self.shared.dyntype.clone())
+    }
+
+    /// Whether a run of an object in backoff skips the reconcile body.
+    pub(crate) fn skips_while_in_backoff(&self) -> bool {
+        self.shared.skip_while_in_backoff
+    }
+
+    /// The totals, for the parts of the crate that count.
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.shared.tally
+    }
+
+    /// Records a failed reconcile of `obj` and says when to run it again.
+    ///
+    /// If the object is out of backoff, its backoff advances (the first
+    /// failure gets the initial delay, each next one twice the last, up to
+    /// the cap) and the object is requeued after it, or later if the
+    /// controller-wide bucket has no token left. If it is still in backoff
+    /// (the run came early, typically from a watch event), the failure is
+    /// not counted and the object is requeued at the wait left.
+    /// Use it in a hand-written error policy; [`error_policy`](Self::error_policy)
+    /// is exactly this.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use kube::runtime::controller::Action;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(10)));
+    /// tokio::time::advance(Duration::from_secs(4)).await;
+    /// // Early: not a new failure.
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(6)));
+    /// tokio::time::advance(Duration::from_secs(6)).await;
+    /// assert_eq!(backoff.on_error(&cm), Action::requeue(Duration::from_secs(20)));
+    /// # }
+    /// ```
+    pub fn on_error(&self, obj: &K) -> Action {
+        let key = self.key(obj);
+        let manager = &self.shared.manager;
+        let now = manager.clock().now();
+        match manager.try_next(&key, now) {
+            Ok(delay) => {
+                self.shared.tally.failures.add_one();
+                let queued = self
+                    .shared
+                    .bucket
+                    .as_ref()
+                    .map_or(Duration::ZERO, |bucket| bucket.reserve(now));
+                let wait = delay.max(queued);
+                observe::failed(&key, || manager.attempts(&key), delay, wait);
+                Action::requeue(wait)
+            }
+            Err(InBackoff { remaining }) => {
+                self.shared.tally.refusals.add_one();
+                observe::refused(&key, remaining);
+                Action::requeue(remaining)
+            }
+        }
+    }
+
+    /// Records a successful reconcile of `obj`: its backoff is reset, so its
+    /// next failure starts again at the initial delay.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// assert_eq!(backoff.attempts(&cm), 1);
+    /// backoff.on_success(&cm);
+    /// assert_eq!(backoff.attempts(&cm), 0);
+    /// # }
+    /// ```
+    pub fn on_success(&self, obj: &K) {
+        self.succeeded(&self.key(obj));
+    }
+
+    pub(crate) fn succeeded(&self, key: &ObjectKey<K>) {
+        self.shared.tally.successes.add_one();
+        if self.shared.manager.reset(key) {
+            observe::reset(key);
+        }
+    }
+
+    /// Removes `obj`'s entry without counting a success, for an object that
+    /// was deleted: its memory is freed now instead of at the first GC after
+    /// it expires. Returns whether there was an entry.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// assert!(backoff.reset(&cm));
+    /// assert!(backoff.manager().is_empty());
+    /// assert_eq!(backoff.stats().successes, 0);
+    /// # }
+    /// ```
+    pub fn reset(&self, obj: &K) -> bool {
+        self.shared.manager.reset(&self.key(obj))
+    }
+
+    /// The wait left before `obj`'s backoff window ends, or `None` when it
+    /// is not in backoff.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.remaining(&cm), None);
+    /// backoff.on_error(&cm);
+    /// assert_eq!(backoff.remaining(&cm), Some(Duration::from_secs(10)));
+    /// # }
+    /// ```
+    pub fn remaining(&self, obj: &K) -> Option<Duration> {
+        self.remaining_of(&self.key(obj))
+    }
+
+    pub(crate) fn remaining_of(&self, key: &ObjectKey<K>) -> Option<Duration> {
+        let manager = &self.shared.manager;
+        manager.remaining(key, manager.clock().now())
+    }
+
+    /// How many failures `obj` has had since its backoff was last reset
+    /// (0 if none): a per-object gauge for metrics.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.attempts(&cm), 0);
+    /// # }
+    /// ```
+    pub fn attempts(&self, obj: &K) -> u32 {
+        self.shared.manager.attempts(&self.key(obj))
+    }
+
+    /// The totals so far: failures counted, early failures refused,
+    /// successes, skipped runs, panics.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// backoff.on_error(&cm);
+    /// backoff.on_error(&cm);
+    /// let c = backoff.stats();
+    /// assert_eq!((c.failures, c.refusals), (1, 1));
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.shared.tally.read()
+    }
+
+    /// The underlying keyed manager, for what this type does not wrap:
+    /// [`stats`](Backoff::stats), [`snapshot`](Backoff::snapshot),
+    /// [`entries`](Backoff::entries).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// assert!(backoff.manager().is_empty());
+    /// ```
+    pub fn manager(&self) -> &ObjectManager<K> {
+        &self.shared.manager
+    }
+
+    /// Removes expired entries (including those of deleted or recreated
+    /// objects' old uids) every `interval` from a tokio task, on tokio's
+    /// clock, until the guard is dropped. Outside a tokio runtime, in one
+    /// without timers, or with a zero `interval`, returns a [`SpawnError`]
+    /// and starts nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), keyed_backoff_kube::SpawnError> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let _gc = backoff.spawn_gc_task(Duration::from_secs(60))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
+        self.shared.manager.spawn_gc_task(interval)
+    }
+}

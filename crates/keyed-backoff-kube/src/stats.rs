@@ -1,0 +1,68 @@
+//! What an [`ObjectBackoff`](crate::ObjectBackoff) has counted since it was
+//! built.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Totals since the [`ObjectBackoff`](crate::ObjectBackoff) was built, for metrics.
+///
+/// ```
+/// use keyed_backoff_kube::Stats;
+/// let c = Stats::default();
+/// assert_eq!(c.failures + c.refusals + c.successes + c.skips + c.panics, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Failures that advanced an object's backoff (each is a retry with
+    /// backoff: `workqueue_retries_total`).
+    pub failures: u64,
+    /// Failures that came while the object was still in backoff (an early
+    /// run, such as one a watch event triggered): requeued at the wait left,
+    /// not counted as a new failure.
+    pub refusals: u64,
+    /// Successful reconciles (each resets the object's backoff).
+    pub successes: u64,
+    /// Runs whose body was skipped because the object was still in backoff
+    /// (only with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff)).
+    pub skips: u64,
+    /// Reconciles that panicked (each is also a failure or a refusal when
+    /// the error policy sees it).
+    pub panics: u64,
+}
+
+/// One total, bumped from any thread.
+#[derive(Debug, Default)]
+pub(crate) struct Count(AtomicU64);
+
+impl Count {
+    pub(crate) fn add_one(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The live totals behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) failures: Count,
+    pub(crate) refusals: Count,
+    pub(crate) successes: Count,
+    pub(crate) skips: Count,
+    pub(crate) panics: Count,
+}
+
+impl Tally {
+    /// The totals now.
+    pub(crate) fn read(&self) -> Stats {
+        Stats {
+            failures: self.failures.get(),
+            refusals: self.refusals.get(),
+            successes: self.successes.get(),
+            skips: self.skips.get(),
+            panics: self.panics.get(),
+        }
+    }
+}

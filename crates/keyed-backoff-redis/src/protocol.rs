@@ -1,0 +1,427 @@
+//! The script's calling convention, written once: the arguments
+//! `entry.lua` takes (its header lists them in the same order) as a
+//! [`Call`] that redis-rs writes with [`ToRedisArgs`], and its answer as a
+//! [`Reply`] read with [`FromRedisValue`].
+//!
+//! Every argument with a special value has a type of its own, so no caller
+//! writes `""` or `"0"` by hand: [`ScriptNow`] (the script reads Redis
+//! `TIME`, or takes the caller's now), [`Draw`] (no jitter, or the scaled
+//! draw) and the operation id (none, or its number).
+
+use std::sync::{Arc, LazyLock};
+
+use keyed_backoff::__private::UnitDraws;
+use redis::{FromRedisValue, ParsingError, RedisWrite, Script, ToRedisArgs, Value};
+
+use crate::event::{Event, OpId};
+
+/// The script every operation runs.
+pub(crate) static SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("entry.lua")));
+
+/// The script's operations (ARGV[1]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Next,
+    Gate,
+    Get,
+    Attempts,
+    Remaining,
+    Since,
+    SinceUpdate,
+    Reset,
+    GcKey,
+}
+
+impl Op {
+    /// The name the script knows it by (and the `op` label operators see).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Next => "next",
+            Op::Gate => "gate",
+            Op::Get => "get",
+            Op::Attempts => "attempts",
+            Op::Remaining => "remaining",
+            Op::Since => "since",
+            Op::SinceUpdate => "since_update",
+            Op::Reset => "reset",
+            Op::GcKey => "gc_key",
+        }
+    }
+
+    /// Whether the operation may advance an entry (and so needs a draw).
+    pub(crate) fn advances(self) -> bool {
+        matches!(self, Op::Next | Op::Gate)
+    }
+
+    /// Whether the operation may write the entry (and so may wait for
+    /// replicas): an advance, a refusal remembered under an id, a removal.
+    pub(crate) fn may_write(self) -> bool {
+        matches!(self, Op::Next | Op::Gate | Op::Reset | Op::GcKey)
+    }
+}
+
+/// Whose clock gives the store's now.
+#[derive(Clone)]
+pub(crate) enum TimeSource {
+    /// Redis `TIME`, read by the script (in microseconds).
+    Redis,
+    /// A caller's clock, in nanoseconds since the store's epoch.
+    Caller(Arc<dyn Fn() -> i64 + Send + Sync>),
+}
+
+impl TimeSource {
+    /// ARGV[2] for a call made now.
+    pub(crate) fn now(&self) -> ScriptNow {
+        match self {
+            TimeSource::Redis => ScriptNow::RedisTime,
+            TimeSource::Caller(now) => ScriptNow::Nanos(now()),
+        }
+    }
+}
+
+/// ARGV[2]: the store's now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScriptNow {
+    /// The script reads Redis `TIME`; its time unit is then a microsecond
+    /// (sent as `""`).
+    RedisTime,
+    /// The caller's now in nanoseconds; the time unit is a nanosecond.
+    Nanos(i64),
+}
+
+/// The rule as the script takes it: ARGV[4], ARGV[5], ARGV[7] and ARGV[8],
+/// and the jitter its draws are scaled by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rule {
+    pub(crate) initial_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) jitter: f64,
+    /// The expiry window: an entry untouched for longer starts over.
+    pub(crate) expire_after_ns: u64,
+    /// The time to live of a written entry, in milliseconds.
+    pub(crate) ttl_ms: u64,
+}
+
+/// ARGV[6]: the jitter draw times the jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Draw {
+    /// No jitter: the operation does not advance, or the jitter (or the
+    /// draw) is zero (sent as `"0"`).
+    None,
+    /// `U[0,1) · jitter`, in `(0, jitter)`.
+    Scaled(f64),
+}
+
+impl Draw {
+    /// The draw for `op` under `rule`, taken from `draws` only when the
+    /// script may use it. The draw times the jitter, as client-go's rule
+    /// multiplies them (`u * jitter * backoff`, left to right): the script
+    /// then needs one number for the jitter.
+    pub(crate) fn for_op(op: Op, rule: &Rule, draws: &UnitDraws) -> Draw {
+        if rule.jitter == 0.0 || !op.advances() {
+            return Draw::None;
+        }
+        let scaled = draws.next_unit() * rule.jitter;
+        if scaled == 0.0 {
+            Draw::None
+        } else {
+            Draw::Scaled(scaled)
+        }
+    }
+}
+
+/// One operation as the caller asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request<'a> {
+    pub(crate) op: Op,
+    /// The caller's key (errors name it).
+    pub(crate) key: &'a str,
+    pub(crate) event: Event,
+    pub(crate) id: Option<OpId>,
+}
+
+impl Request<'_> {
+    /// The script call that carries it, made now: the clock is read and,
+    /// if the operation may advance, a jitter draw taken.
+    pub(crate) fn call<'r>(
+        &self,
+        prefix: &str,
+        time: &TimeSource,
+        rule: &'r Rule,
+        draws: &UnitDraws,
+    ) -> Call<'r> {
+        Call {
+            redis_key: redis_key(prefix, self.key),
+            op: self.op,
+            now: time.now(),
+            age_ns: self.event.age_nanos(),
+            rule,
+            draw: Draw::for_op(self.op, rule, draws),
+            id: self.id,
+        }
+    }
+}
+
+/// One script call: everything after the script's hash in
+/// `EVALSHA sha 1 KEYS[1] ARGV[1..9]`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Call<'a> {
+    /// KEYS[1]: the entry's Redis key.
+    pub(crate) redis_key: String,
+    /// ARGV[1].
+    pub(crate) op: Op,
+    /// ARGV[2].
+    pub(crate) now: ScriptNow,
+    /// ARGV[3]: the event's age in nanoseconds (negative: in the future).
+    pub(crate) age_ns: i64,
+    /// ARGV[4], ARGV[5], ARGV[7], ARGV[8].
+    pub(crate) rule: &'a Rule,
+    /// ARGV[6].
+    pub(crate) draw: Draw,
+    /// ARGV[9]: the operation id (sent as `""` when there is none).
+    pub(crate) id: Option<OpId>,
+}
+
+impl Call<'_> {
+    /// Whether the script wrote the entry when it answered `reply`: an
+    /// advance (`SET`), a refusal under an id (`SET ... KEEPTTL`), a removal
+    /// (`DEL` answered 1).
+    pub(crate) fn wrote(&self, reply: &Reply) -> bool {
+        match reply {
+            Reply::Advanced { .. } => true,
+            Reply::Refused { .. } => self.id.is_some(),
+            Reply::Number(n) => *n == 1 && matches!(self.op, Op::Reset | Op::GcKey),
+            Reply::NotOurs { .. } => false,
+        }
+    }
+}
+
+impl ToRedisArgs for Call<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        out.write_arg(b"1"); // one key
+        out.write_arg(self.redis_key.as_bytes());
+        out.write_arg(self.op.name().as_bytes());
+        match self.now {
+            ScriptNow::RedisTime => out.write_arg(b""),
+            ScriptNow::Nanos(now) => now.write_redis_args(out),
+        }
+        self.age_ns.write_redis_args(out);
+        self.rule.initial_ns.write_redis_args(out);
+        self.rule.max_ns.write_redis_args(out);
+        match self.draw {
+            Draw::None => out.write_arg(b"0"),
+            Draw::Scaled(scaled) => scaled.write_redis_args(out),
+        }
+        self.rule.expire_after_ns.write_redis_args(out);
+        self.rule.ttl_ms.write_redis_args(out);
+        match self.id {
+            None => out.write_arg(b""),
+            Some(id) => id.0.write_redis_args(out),
+        }
+    }
+
+    fn num_of_args(&self) -> usize {
+        11
+    }
+}
+
+/// What the script answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// `next` or `gate` advanced the entry: `{1, backoff_ns, attempts}`.
+    Advanced { backoff_ns: u64 },
+    /// `gate` refused: `{0, remaining_ns}`.
+    Refused { remaining_ns: u64 },
+    /// Any other operation: an integer (a backoff, a count, a wait with 0
+    /// for none, or a flag 0 or 1).
+    Number(u64),
+    /// The key holds something that is not one of our entries:
+    /// `{-1, what is wrong}`.
+    NotOurs { detail: String },
+}
+
+impl Reply {
+    /// The integer of an operation that answers one.
+    pub(crate) fn number(self) -> Option<u64> {
+        match self {
+            Reply::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl FromRedisValue for Reply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        match v {
+            Value::Int(_) => non_negative(&v).map(Reply::Number),
+            Value::Array(items) => {
+                let mut items = items.into_iter();
+                let flag = match items.next() {
+                    Some(v) => i64::from_redis_value(v)?,
+                    None => return Err("an empty array".into()),
+                };
+                let rest: Vec<Value> = items.collect();
+                match (flag, rest.as_slice()) {
+                    (-1, [detail, ..]) => Ok(Reply::NotOurs {
+                        detail: String::from_redis_value_ref(detail)?,
+                    }),
+                    (-1, []) => Ok(Reply::NotOurs {
+                        detail: "an entry that is not ours".to_owned(),
+                    }),
+                    (1, [backoff, _attempts]) => Ok(Reply::Advanced {
+                        backoff_ns: non_negative(backoff)?,
+                    }),
+                    (0, [remaining]) => Ok(Reply::Refused {
+                        remaining_ns: non_negative(remaining)?,
+                    }),
+                    _ => Err("an array of the wrong shape".into()),
+                }
+            }
+            _ => Err("a reply of the wrong type".into()),
+        }
+    }
+}
+
+/// An integer that must not be negative (redis-rs would wrap it into a
+/// `u64`).
+fn non_negative(v: &Value) -> Result<u64, ParsingError> {
+    u64::try_from(i64::from_redis_value_ref(v)?).map_err(|_| "a negative number".into())
+}
+
+/// The Redis key of `key`'s entry under `prefix`: `prefix:key`, with `%`
+/// and `:` in `key` written `%25` and `%3A`.
+pub(crate) fn redis_key(prefix: &str, key: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + 1 + key.len());
+    out.push_str(prefix);
+    out.push(':');
+    for c in key.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULE: Rule = Rule {
+        initial_ns: 1_000,
+        max_ns: 8_000,
+        jitter: 0.5,
+        expire_after_ns: 16_000,
+        ttl_ms: 24,
+    };
+
+    fn args(call: &Call<'_>) -> Vec<String> {
+        call.to_redis_args()
+            .into_iter()
+            .map(|a| String::from_utf8(a).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_call_writes_the_scripts_arguments_in_the_headers_order() {
+        let call = Call {
+            redis_key: "p:k".into(),
+            op: Op::Gate,
+            now: ScriptNow::Nanos(42),
+            age_ns: -7,
+            rule: &RULE,
+            draw: Draw::Scaled(0.25),
+            id: Some(OpId(9)),
+        };
+        assert_eq!(
+            args(&call),
+            [
+                "1", "p:k", "gate", "42", "-7", "1000", "8000", "0.25", "16000", "24", "9"
+            ]
+        );
+        assert_eq!(call.num_of_args(), args(&call).len());
+        let sentinels = Call {
+            now: ScriptNow::RedisTime,
+            draw: Draw::None,
+            id: None,
+            ..call
+        };
+        assert_eq!(
+            args(&sentinels),
+            [
+                "1", "p:k", "gate", "", "-7", "1000", "8000", "0", "16000", "24", ""
+            ]
+        );
+    }
+
+    #[test]
+    fn replies_are_read_by_shape() {
+        let int = Value::Int;
+        let read = |v: Value| Reply::from_redis_value(v);
+        assert_eq!(read(int(5)), Ok(Reply::Number(5)));
+        assert_eq!(
+            read(Value::Array(vec![int(1), int(2_000), int(2)])),
+            Ok(Reply::Advanced { backoff_ns: 2_000 })
+        );
+        assert_eq!(
+            read(Value::Array(vec![int(0), int(300)])),
+            Ok(Reply::Refused { remaining_ns: 300 })
+        );
+        assert_eq!(
+            read(Value::Array(vec![
+                int(-1),
+                Value::BulkString(b"a list".to_vec())
+            ])),
+            Ok(Reply::NotOurs {
+                detail: "a list".into()
+            })
+        );
+        for bad in [
+            int(-3),
+            Value::Nil,
+            Value::Array(vec![]),
+            Value::Array(vec![int(1), int(2)]),
+            Value::Array(vec![int(0), int(-2)]),
+            Value::Array(vec![int(7), int(1)]),
+        ] {
+            assert!(read(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_writes_count_as_written() {
+        let call = |op, id| Call {
+            redis_key: String::new(),
+            op,
+            now: ScriptNow::RedisTime,
+            age_ns: 0,
+            rule: &RULE,
+            draw: Draw::None,
+            id,
+        };
+        let refused = Reply::Refused { remaining_ns: 1 };
+        assert!(call(Op::Next, None).wrote(&Reply::Advanced { backoff_ns: 1 }));
+        assert!(!call(Op::Gate, None).wrote(&refused));
+        assert!(call(Op::Gate, Some(OpId(1))).wrote(&refused));
+        assert!(call(Op::Reset, None).wrote(&Reply::Number(1)));
+        assert!(!call(Op::Reset, None).wrote(&Reply::Number(0)));
+        assert!(!call(Op::Attempts, None).wrote(&Reply::Number(1)));
+        for op in [Op::Next, Op::Gate, Op::Reset, Op::GcKey] {
+            assert!(op.may_write());
+        }
+        assert!(!Op::Get.may_write());
+    }
+
+    #[test]
+    fn keys_are_escaped_so_no_two_pairs_share_an_entry() {
+        assert_eq!(redis_key("a", "b:c"), "a:b%3Ac");
+        assert_eq!(redis_key("a:b", "c"), "a:b:c");
+        assert_eq!(redis_key("a", "50%"), "a:50%25");
+        assert_eq!(redis_key("{t}", "{k}"), "{t}:{k}");
+    }
+}
