@@ -89,16 +89,15 @@ fn main() {
             .collect();
         let alone = run(&Gate::PerProcess(managers), &clock).await;
 
-        let client = redis::Client::open(url.as_str()).expect("REDIS_URL");
-        let conn = redis::aio::ConnectionManager::new(client)
-            .await
-            .unwrap_or_else(|e| panic!("no Redis at {url}: {e}"));
+        // `open` fails fast: with no Redis at `url` the first operation is
+        // `StoreError::Unavailable` at once.
         let clock = MockClock::new();
         let store = RedisBackoff::builder(INITIAL, MAX)
             .clock(clock.clone())
             .prefix(format!("fleet-example-{:x}", rand::random::<u32>()))
-            .build(conn)
-            .expect("valid");
+            .open(&url)
+            .await
+            .expect("REDIS_URL is a Redis URL");
         let shared = run(&Gate::Shared(store), &clock).await;
 
         let minutes = RUN.as_secs_f64() / 60.0;

@@ -24,7 +24,9 @@ use crate::expiry::Expiry;
 use crate::gc::GcTaskGuard;
 use crate::gc::{self, Amortized, GcGuard};
 use crate::growth::Growth;
+use crate::hold::Holds;
 use crate::inspect::{self, EntryView, Stats};
+use crate::observe;
 use crate::rules::{self, Staleness};
 use crate::settings::Settings;
 use crate::snapshot::{self, Snapshot};
@@ -74,6 +76,8 @@ pub struct Backoff<K, C: Clock = StdClock, S = DefaultHashBuilder> {
     growth: Growth,
     expiry: Expiry<C::Instant>,
     amortized: Option<Amortized>,
+    /// Per-key floors (`hold_until`), apart from client-go's entries.
+    holds: Holds<K, S>,
 }
 
 // Making a manager.
@@ -185,6 +189,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             growth: p.growth,
             expiry: p.expiry,
             amortized: p.amortized,
+            holds: p.holds,
         })
     }
 }
@@ -279,11 +284,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
+        let in_backoff = self.expiry.judged(|stale| {
             self.store.get(key).is_some_and(|entry| {
                 rules::in_backoff_since(stale, entry, self.tick(event_time), self.now_tick())
             })
-        })
+        });
+        in_backoff || rules::held(self.holds.get(key), self.now_tick()).is_some()
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event_time` falls
@@ -311,11 +317,13 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
-            self.store.get(key).is_some_and(|entry| {
-                rules::in_backoff_since_update(stale, entry, self.tick(event_time))
-            })
-        })
+        let event = self.tick(event_time);
+        let in_backoff = self.expiry.judged(|stale| {
+            self.store
+                .get(key)
+                .is_some_and(|entry| rules::in_backoff_since_update(stale, entry, event))
+        });
+        in_backoff || rules::held(self.holds.get(key), event).is_some()
     }
 
     /// client-go's `Reset` and `DeleteEntry` (the same operation there):
@@ -337,6 +345,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.expiry.enter();
+        self.holds.clear(key);
         self.store.remove(key)
     }
 
@@ -368,24 +377,12 @@ where
         let removed = self
             .store
             .sweep(|entry| rules::expired(&self.expiry, entry, now));
-        #[cfg(feature = "tracing")]
-        tracing::debug!(
-            target: "keyed_backoff",
-            removed,
-            entries = self.store.len(),
-            "gc sweep"
-        );
+        self.holds.sweep(now);
+        observe::gc_swept(removed, || self.store.len());
         removed
     }
-}
+    // The gate: one decision per failure, and where a key stands.
 
-// The gate: one decision per failure, and where a key stands.
-impl<K, C, S> Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone,
-    C: Clock,
-    S: BuildHasher + Clone,
-{
     /// The atomic gate: in one operation under the key's lock, refuse with
     /// the remaining wait if the key is in backoff at `now`, otherwise
     /// advance it (as `next(key, now)`) and return the new backoff.
@@ -499,8 +496,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry
-            .judged(|stale| rules::remaining(stale, self.store.get(key)?, self.tick(now)))
+        let now = self.tick(now);
+        let wait = self.expiry.judged(|stale| {
+            let entry = self.store.get(key)?;
+            rules::remaining(stale, entry, now)
+        });
+        wait.max(rules::held(self.holds.get(key), now))
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -540,14 +541,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.expiry.judged(|stale| {
-            rules::remaining_since(
-                stale,
-                self.store.get(key)?,
-                self.tick(event_time),
-                self.now_tick(),
-            )
-        })
+        let (event, now) = (self.tick(event_time), self.now_tick());
+        let wait = self.expiry.judged(|stale| {
+            let entry = self.store.get(key)?;
+            rules::remaining_since(stale, entry, event, now)
+        });
+        wait.max(rules::held(self.holds.get(key), now))
     }
 
     /// How many times `next` advanced the key's entry since it was created
@@ -570,6 +569,51 @@ where
     {
         self.expiry.enter();
         self.store.get(key).map_or(0, Entry::attempts)
+    }
+
+    /// A floor under `key`'s wait: the key may not run before `until`,
+    /// whatever its backoff says, as when a server answered 429 or 503 with
+    /// `Retry-After`.
+    ///
+    /// Every check a caller makes before running honours it:
+    /// [`try_next`](Self::try_next) refuses with the longer of the two
+    /// waits, [`remaining`](Self::remaining) and
+    /// [`remaining_since`](Self::remaining_since) report it,
+    /// [`is_in_backoff_since`](Self::is_in_backoff_since) and
+    /// [`is_in_backoff_since_update`](Self::is_in_backoff_since_update) say
+    /// "in backoff", and `until_ready` waits for it. A later `until`
+    /// extends the floor; an earlier one never shortens it;
+    /// [`reset`](Self::reset) clears it, and `gc` forgets it once passed.
+    ///
+    /// The floor is not part of the key's entry: [`next`](Self::next),
+    /// [`get`](Self::get) and [`attempts`](Self::attempts) are client-go's,
+    /// so the backoff grows exactly as it would without it, and the views,
+    /// stats and snapshots describe the entries alone.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, InBackoff};
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(1)));
+    /// // The server answered 429 with `Retry-After: 30`.
+    /// b.hold_until("api.example.com".to_string(), clock.now() + Duration::from_secs(30));
+    /// clock.advance(Duration::from_secs(1)); // the backoff is over, the floor is not
+    /// assert_eq!(
+    ///     b.try_next("api.example.com", clock.now()),
+    ///     Err(InBackoff { remaining: Duration::from_secs(29) })
+    /// );
+    /// clock.advance(Duration::from_secs(29));
+    /// // The ladder goes on where it was: 1 s, then 2 s.
+    /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(2)));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn hold_until(&self, key: K, until: C::Instant) {
+        self.expiry.enter();
+        self.holds.extend(key, self.tick(until));
     }
 }
 
@@ -949,45 +993,9 @@ where
         let now = self.now_tick();
         snapshot::restore(&self.store, snapshot, &self.expiry, now, wall_now, max_ns)
     }
-}
 
-impl<K, C, S> Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone + fmt::Display,
-    C: Clock,
-    S: BuildHasher + Clone,
-{
-    /// A table of every entry, longest remaining wait first, as an operator
-    /// would print it from a debug endpoint.
-    ///
-    /// ```
-    /// use keyed_backoff::Backoff;
-    /// use keyed_backoff::clock::{Clock, MockClock};
-    /// use std::time::Duration;
-    /// let clock = MockClock::new();
-    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300)).clock(clock.clone()).build()?;
-    /// b.next("default/web-0", clock.now());
-    /// let table = b.dump();
-    /// assert!(table.contains("default/web-0"));
-    /// assert!(table.contains("in backoff"));
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn dump(&self) -> String {
-        self.expiry.enter();
-        // One clock reading for the rows and the totals alike.
-        let now = self.clock.now();
-        let views = inspect::entries(&self.store, self.tick(now), self.epoch, &self.expiry);
-        inspect::dump(&self.store, views, now)
-    }
-}
+    // The write path and the time line.
 
-// The write path and the time line.
-impl<K, C, S> Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone,
-    C: Clock,
-    S: BuildHasher + Clone,
-{
     /// `t` on the manager's time line.
     #[inline]
     fn tick(&self, t: C::Instant) -> Tick {
@@ -1032,8 +1040,9 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
+        let hold = self.holds.get(key);
         self.write(key, |old, now, stale| {
-            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now)
+            rules::gate(&self.growth, stale, old, event.unwrap_or(now), now, hold)
                 .map_err(|remaining| InBackoff { remaining })
         })
         .map(Entry::backoff)
@@ -1066,12 +1075,38 @@ where
             self.gc();
         }) {
             self.store.count_gc_panic();
-            #[cfg(feature = "tracing")]
-            tracing::error!(
-                target: "keyed_backoff",
-                "the expiry function panicked; the sweep ended early and the next one will retry"
-            );
+            observe::gc_panicked();
         }
+    }
+}
+
+impl<K, C, S> Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone + fmt::Display,
+    C: Clock,
+    S: BuildHasher + Clone,
+{
+    /// A table of every entry, longest remaining wait first, as an operator
+    /// would print it from a debug endpoint.
+    ///
+    /// ```
+    /// use keyed_backoff::Backoff;
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300)).clock(clock.clone()).build()?;
+    /// b.next("default/web-0", clock.now());
+    /// let table = b.dump();
+    /// assert!(table.contains("default/web-0"));
+    /// assert!(table.contains("in backoff"));
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn dump(&self) -> String {
+        self.expiry.enter();
+        // One clock reading for the rows and the totals alike.
+        let now = self.clock.now();
+        let views = inspect::entries(&self.store, self.tick(now), self.epoch, &self.expiry);
+        inspect::dump(&self.store, views, now)
     }
 }
 

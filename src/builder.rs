@@ -15,6 +15,7 @@ use crate::error::ConfigError;
 use crate::expiry::{Expiry, ExpiryFn};
 use crate::gc::Amortized;
 use crate::growth::{Formula, Growth};
+use crate::hold::Holds;
 use crate::settings::{Settings, check_window};
 use crate::store::Store;
 use crate::strategy::{FactorJitter, Step, Strategy};
@@ -132,6 +133,7 @@ pub(crate) struct Parts<K, C: Clock, S> {
     pub(crate) growth: Growth,
     pub(crate) expiry: Expiry<C::Instant>,
     pub(crate) amortized: Option<Amortized>,
+    pub(crate) holds: Holds<K, S>,
 }
 
 impl<K> BackoffBuilder<K> {
@@ -372,6 +374,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             Some(0) => return Err(ConfigError::new("amortized_gc", "at least 1", 0)),
             every => every.map(Amortized::new),
         };
+        let holds = Holds::new(self.hasher.clone(), shards);
         let map =
             DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, shards);
         let epoch = self.clock.now();
@@ -392,6 +395,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             growth: Growth::new(formula, seed.unwrap_or_else(rand::random)),
             expiry,
             amortized,
+            holds,
         })
     }
 }

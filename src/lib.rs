@@ -95,8 +95,9 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task` |
+//! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task`, `Backoff::until_ready` and `until_ready_then_next` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
+//! | `tracing` | events (target `keyed_backoff`) for GC sweeps (DEBUG) and for panics of the expiry function that a sweeper contained (ERROR); without it nothing is compiled in |
 //!
 //! Companion crates, each with its own version: `keyed-backoff-redis` (one
 //! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`
@@ -130,7 +131,9 @@ mod error;
 mod expiry;
 mod gc;
 mod growth;
+mod hold;
 mod inspect;
+mod observe;
 pub mod retry;
 mod rules;
 mod settings;

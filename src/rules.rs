@@ -121,8 +121,17 @@ pub(crate) fn in_backoff_since(
     remaining_since(stale, entry, event, now).is_some()
 }
 
+/// The wait left at `at` before a floor `until` (a key held until then)
+/// ends; `None` without a floor or once it has passed.
+#[inline]
+pub(crate) fn held(until: Option<Tick>, at: Tick) -> Option<Duration> {
+    positive_nanos(until?.since(at))
+}
+
 /// The gate: refuse with the remaining wait if `old` is in backoff at
-/// `event`, otherwise the entry after a failure at `event`, written at `now`.
+/// `event` or the key is held past it (the longer wait), otherwise the
+/// entry after a failure at `event`, written at `now`. A floor never
+/// changes the entry: without one this is client-go's check and `Next`.
 #[inline]
 pub(crate) fn gate(
     growth: &Growth,
@@ -130,8 +139,10 @@ pub(crate) fn gate(
     old: Option<Entry>,
     event: Tick,
     now: Tick,
+    hold: Option<Tick>,
 ) -> Result<Entry, Duration> {
-    if let Some(wait) = old.and_then(|e| remaining(stale, e, event)) {
+    let wait = old.and_then(|e| remaining(stale, e, event));
+    if let Some(wait) = wait.max(held(hold, event)) {
         return Err(wait);
     }
     Ok(next_entry(growth, stale, old, event, now))
@@ -256,11 +267,50 @@ mod tests {
         let r = rule(10, 1_000);
         let x = e(0, 10, 1);
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(4), Tick(4)),
+            gate(&r, &W, Some(x), Tick(4), Tick(4), None),
             Err(Duration::from_nanos(6))
         );
-        assert_eq!(gate(&r, &W, Some(x), Tick(10), Tick(10)), Ok(e(10, 20, 2)));
-        assert_eq!(gate(&r, &W, None, Tick(3), Tick(3)), Ok(e(3, 10, 1)));
+        assert_eq!(
+            gate(&r, &W, Some(x), Tick(10), Tick(10), None),
+            Ok(e(10, 20, 2))
+        );
+        assert_eq!(gate(&r, &W, None, Tick(3), Tick(3), None), Ok(e(3, 10, 1)));
+    }
+
+    #[test]
+    fn a_floor_refuses_with_the_longer_wait_and_leaves_the_entry_alone() {
+        let r = rule(10, 1_000);
+        let x = e(0, 10, 1);
+        // Held past the backoff: the floor's wait.
+        assert_eq!(
+            gate(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(30))),
+            Err(Duration::from_nanos(26))
+        );
+        // Held less long than the backoff: the backoff's wait.
+        assert_eq!(
+            gate(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(5))),
+            Err(Duration::from_nanos(6))
+        );
+        // A key with no entry is held too; at the floor it runs, and the
+        // entry is client-go's, as if there had been no floor.
+        assert_eq!(
+            gate(&r, &W, None, Tick(3), Tick(3), Some(Tick(7))),
+            Err(Duration::from_nanos(4))
+        );
+        assert_eq!(
+            gate(&r, &W, None, Tick(7), Tick(7), Some(Tick(7))),
+            Ok(e(7, 10, 1))
+        );
+        assert_eq!(
+            gate(&r, &W, Some(x), Tick(30), Tick(30), Some(Tick(30))),
+            Ok(e(30, 20, 2))
+        );
+        assert_eq!(held(None, Tick(0)), None);
+        assert_eq!(held(Some(Tick(5)), Tick(5)), None);
+        assert_eq!(
+            held(Some(Tick(5)), Tick(-5)),
+            Some(Duration::from_nanos(10))
+        );
     }
 
     #[test]

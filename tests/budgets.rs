@@ -177,3 +177,15 @@ fn the_adaptive_throttle_as_a_retry_budget_hears_outcomes_and_refuses_retries() 
     assert!((51..100).contains(&attempts), "{attempts} attempts");
     assert!(!(0..100).all(|_| t.try_retry()));
 }
+
+#[test]
+fn token_bucket_with_a_huge_ratio_refills_to_max_without_overflow() {
+    let b = TokenBucket::new(10.0, 1e16).expect("gRPC accepts any positive ratio");
+    for _ in 0..10 {
+        b.on_outcome(false);
+    }
+    assert!(!b.try_retry());
+    b.on_outcome(true);
+    assert_eq!(b.tokens(), 10.0);
+    assert!(b.try_retry());
+}

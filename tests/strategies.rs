@@ -1,13 +1,11 @@
-//! Strategy formulas: deterministic sequences with a seed, distributions over
-//! many draws, their documented edges, and the keyed manager driven by a
-//! strategy.
+//! Strategy formulas: deterministic sequences with a seed, every family's
+//! documented edges, the checks of their parameters, and a cap that bounds
+//! every delay.
 
-use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::strategy::{
     Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter, FullJitter,
     GoogleCloud, Hadoop, Linear, Step, Strategy, WaitBackoff,
 };
-use keyed_backoff::{Backoff, MAX_BACKOFF};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
@@ -16,25 +14,7 @@ use std::time::Duration;
 
 const SEC: Duration = Duration::from_secs(1);
 
-const DRAWS: usize = 200_000;
-
 const MS: Duration = Duration::from_millis(1);
-
-/// `DRAWS` independent samples of delay `n` of a strategy.
-fn samples_at(step: &dyn Step, n: u32, previous: Option<Duration>, seed: u64) -> Vec<f64> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    (0..DRAWS)
-        .map(|_| {
-            step.delay(n, previous, &mut || rng.random::<f64>())
-                .expect("delay")
-                .as_secs_f64()
-        })
-        .collect()
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
 
 #[test]
 fn seeded_sequences_are_reproducible_for_every_strategy() {
@@ -141,73 +121,6 @@ fn bad_parameters_are_refused() {
             .field(),
         "randomization"
     );
-}
-
-#[test]
-fn full_jitter_mean_is_half_the_envelope() {
-    let s = FullJitter::new(5 * MS, 2000 * MS);
-    for n in [0, 3, 6, 12] {
-        let v = (5.0 * 2f64.powi(n as i32)).min(2000.0) / 1000.0;
-        let xs = samples_at(&s, n, None, 11 + u64::from(n));
-        let m = mean(&xs);
-        assert!(
-            (m / (v / 2.0) - 1.0).abs() < 0.01,
-            "n={n}: mean {m} vs {}",
-            v / 2.0
-        );
-        assert!(xs.iter().all(|&x| (0.0..v).contains(&x)));
-    }
-}
-
-#[test]
-fn equal_jitter_mean_is_three_quarters_of_the_envelope() {
-    let s = EqualJitter::new(5 * MS, 2000 * MS);
-    for n in [0, 3, 6, 12] {
-        let v = (5.0 * 2f64.powi(n as i32)).min(2000.0) / 1000.0;
-        let xs = samples_at(&s, n, None, 21 + u64::from(n));
-        let m = mean(&xs);
-        assert!(
-            (m / (0.75 * v) - 1.0).abs() < 0.01,
-            "n={n}: mean {m} vs {}",
-            0.75 * v
-        );
-        assert!(xs.iter().all(|&x| x >= v / 2.0 - 1e-9 && x < v));
-    }
-}
-
-/// Share of delays exactly at the cap after 30 steps, over many sequences.
-fn share_at_cap(s: keyed_backoff::strategy::Strategy<Decorrelated>, cap: Duration) -> f64 {
-    let runs = 100_000;
-    let mut rng = SmallRng::seed_from_u64(5);
-    let mut at_cap = 0;
-    for _ in 0..runs {
-        let mut prev = None;
-        let mut d = Duration::ZERO;
-        for n in 0..30 {
-            d = s
-                .step()
-                .delay(n, prev, &mut || rng.random::<f64>())
-                .unwrap();
-            prev = Some(d);
-        }
-        at_cap += usize::from(d == cap);
-    }
-    at_cap as f64 / runs as f64
-}
-
-#[test]
-fn decorrelated_spikes_at_the_cap_and_the_bounded_variant_does_not() {
-    let (base, cap) = (5 * MS, 2000 * MS);
-    let aws = share_at_cap(Strategy::new(Decorrelated::new(base, cap)).unwrap(), cap);
-    assert!(
-        (0.20..0.35).contains(&aws),
-        "AWS decorrelated at cap: {aws}"
-    );
-    let bounded = share_at_cap(
-        Strategy::new(Decorrelated::new(base, cap).bounded()).unwrap(),
-        cap,
-    );
-    assert!(bounded < 0.01, "bounded at cap: {bounded}");
 }
 
 #[test]
@@ -324,74 +237,10 @@ fn ethernet_gives_up_after_16_attempts_and_truncates_at_10() {
     }
 }
 
-#[test]
-fn hadoop_and_google_ranges() {
-    let h = Hadoop::new(100 * MS, 4).cap(Duration::from_secs(1));
-    for n in 0..4 {
-        let v = (100.0 * 2f64.powi(n as i32 + 1)).min(1000.0) / 1000.0;
-        let xs = samples_at(&h, n, None, 3);
-        assert!(
-            xs.iter().all(|&x| x >= 0.5 * v - 1e-9 && x < 1.5 * v),
-            "n={n}"
-        );
-        assert!((mean(&xs) / v - 1.0).abs() < 0.01);
-    }
-    assert_eq!(h.delay(4, None, &mut || 0.5), None);
-    let g = GoogleCloud::new();
-    for n in 0..8 {
-        let xs = samples_at(&g, n, None, 4);
-        let lo = 2f64.powi(n as i32).min(32.0);
-        assert!(
-            xs.iter().all(|&x| x >= lo && x <= (lo + 1.0).min(32.0)),
-            "n={n}"
-        );
-    }
-}
-
-#[test]
-fn keyed_manager_with_a_strategy() {
-    let clock = MockClock::new();
-    let exponential = Exponential::new(Duration::from_secs(1), 3.0).cap(Duration::from_secs(20));
-    let b = Backoff::<String>::with_strategy(
-        Strategy::new(exponential.clone()).unwrap().max_attempts(4),
-    )
-    .clock(clock.clone())
-    .expire_after(Duration::from_secs(200))
-    .build()
-    .unwrap();
-    let secs: Vec<u64> = (0..6).map(|_| b.next("k", clock.now()).as_secs()).collect();
-    // After its 4 delays the strategy gives up; the entry keeps its last value.
-    assert_eq!(secs, [1, 3, 9, 20, 20, 20]);
-    assert_eq!(b.attempts("k"), 6);
-    // Expiry still follows 2·max and starts the strategy over.
-    clock.advance(Duration::from_secs(201));
-    assert_eq!(b.next("k", clock.now()), Duration::from_secs(1));
-    assert_eq!(b.attempts("k"), 1);
-    // Without a window, the default expiry is twice the strategy's largest delay.
-    let b = Backoff::<String>::with_strategy(Strategy::new(exponential).unwrap())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    assert_eq!(b.max(), Duration::from_secs(20));
-    // A strategy without a bound needs a window.
-    let unbounded = Strategy::new(Exponential::new(Duration::from_secs(1), 2.0)).unwrap();
-    let err = Backoff::<String>::with_strategy(unbounded.clone())
-        .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "expire_after");
-    assert!(
-        Backoff::<String>::with_strategy(unbounded)
-            .expire_after(Duration::from_secs(60))
-            .build()
-            .is_ok()
-    );
-}
-
 mod strategies {
 
     use std::time::Duration;
 
-    use keyed_backoff::budget::{RetryBudget, TokenBucket};
     use keyed_backoff::strategy::{
         Cenkalti, Constant, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter,
         FullJitter, GoogleCloud, Hadoop, Linear, Step, WaitBackoff,
@@ -480,139 +329,6 @@ mod strategies {
             .count();
         assert_eq!(given, 10);
     }
-
-    #[test]
-    fn token_bucket_with_a_huge_ratio_refills_to_max_without_overflow() {
-        let b = TokenBucket::new(10.0, 1e16).expect("gRPC accepts any positive ratio");
-        for _ in 0..10 {
-            b.on_outcome(false);
-        }
-        assert!(!b.try_retry());
-        b.on_outcome(true);
-        assert_eq!(b.tokens(), 10.0);
-        assert!(b.try_retry());
-    }
-}
-
-#[test]
-fn a_strategy_whose_limit_the_manager_cannot_count_is_refused() {
-    use keyed_backoff::strategy::{Constant, Strategy};
-    let with = |s| {
-        Backoff::<String>::with_strategy(s)
-            .build()
-            .map(drop)
-            .map_err(|e| e.field())
-    };
-    let five_thousand = Strategy::new(Constant::new(5 * SEC))
-        .unwrap()
-        .max_attempts(5_000);
-    assert_eq!(with(five_thousand), Err("strategy"));
-    let none = Strategy::new(Constant::new(5 * SEC))
-        .unwrap()
-        .max_attempts(0);
-    assert_eq!(with(none), Err("strategy"));
-    let at_limit = Strategy::new(Constant::new(5 * SEC))
-        .unwrap()
-        .max_attempts(4_095);
-    assert_eq!(with(at_limit), Ok(()));
-    let unlimited = Strategy::new(Constant::new(5 * SEC)).unwrap();
-    assert_eq!(with(unlimited), Ok(()));
-}
-
-/// A strategy that states no largest delay.
-#[derive(Debug, Clone)]
-struct OneSecond;
-
-impl Step for OneSecond {
-    fn delay(&self, _: u32, _: Option<Duration>, _: &mut dyn FnMut() -> f64) -> Option<Duration> {
-        Some(SEC)
-    }
-}
-
-#[test]
-fn a_strategy_that_states_no_largest_delay_is_unbounded_and_needs_a_window() {
-    assert_eq!(OneSecond.max_delay(), Duration::MAX);
-    let s = Strategy::new(OneSecond).unwrap();
-    let err = Backoff::<String>::with_strategy(s.clone())
-        .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "expire_after");
-    let b = Backoff::<String>::with_strategy(s)
-        .expire_after(10 * SEC)
-        .build()
-        .unwrap();
-    assert_eq!(b.next_now("k"), SEC);
-}
-
-#[test]
-fn a_strategys_own_seed_drives_the_managers_draws() {
-    let jitter = || FullJitter::new(SEC, 60 * SEC);
-    let first_delays = |b: Backoff<String, MockClock>, clock: &MockClock| -> Vec<Duration> {
-        (0..32)
-            .map(|i| b.next(&format!("k{i}"), clock.now()))
-            .collect()
-    };
-    let clock = MockClock::new();
-    let seeded_strategy =
-        Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(42))
-            .clock(clock.clone())
-            .build()
-            .unwrap();
-    let seeded_builder = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap())
-        .clock(clock.clone())
-        .seed(42)
-        .build()
-        .unwrap();
-    let other_seed = Backoff::<String>::with_strategy(Strategy::new(jitter()).unwrap().seed(43))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let a = first_delays(seeded_strategy, &clock);
-    assert_eq!(a, first_delays(seeded_builder, &clock));
-    assert_ne!(a, first_delays(other_seed, &clock));
-}
-
-#[test]
-fn decorrelated_jitter_draws_between_base_and_three_times_the_last_delay() {
-    let base = Duration::from_millis(10);
-    for bounded in [false, true] {
-        let d = Decorrelated::new(base, 3_600 * SEC);
-        let d = if bounded { d.bounded() } else { d };
-        // The first delay is drawn from [base, 3 x base), under any seed.
-        for seed in 0..64 {
-            let first = Strategy::new(d.clone())
-                .unwrap()
-                .seed(seed)
-                .iter()
-                .next()
-                .unwrap();
-            assert!(base <= first && first < 3 * base, "{first:?}");
-        }
-        let s = Strategy::new(d).unwrap().seed(7);
-        let mut previous = base;
-        for delay in s.iter().take(200) {
-            assert!(
-                base <= delay && delay < 3 * previous,
-                "{delay:?} after {previous:?}"
-            );
-            previous = delay;
-        }
-    }
-}
-
-#[test]
-fn a_strategy_capped_at_the_largest_backoff_needs_no_window() {
-    let build = |cap: Duration| {
-        Backoff::<String>::with_strategy(Strategy::new(Constant::new(cap)).unwrap())
-            .build()
-            .map(drop)
-            .map_err(|e| e.field())
-    };
-    assert_eq!(build(MAX_BACKOFF), Ok(()));
-    assert_eq!(
-        build(MAX_BACKOFF + Duration::from_nanos(1)),
-        Err("expire_after")
-    );
 }
 
 #[test]
@@ -654,24 +370,6 @@ fn a_strategy_reports_its_formulas_verdict() {
     assert!(Step::validate(&s).is_ok());
     valid.store(false, Ordering::Relaxed);
     assert_eq!(Step::validate(&s).unwrap_err().field(), "switched");
-}
-
-#[test]
-fn a_jittered_wait_backoff_spreads_its_delays_above_the_duration() {
-    let firsts: Vec<Duration> = (0..32)
-        .map(|seed| {
-            let s = Strategy::new(WaitBackoff::new(SEC).jitter(0.5)).unwrap();
-            s.seed(seed).iter().next().unwrap()
-        })
-        .collect();
-    assert!(
-        firsts.iter().all(|d| (SEC..SEC * 3 / 2).contains(d)),
-        "{firsts:?}"
-    );
-    assert!(
-        firsts.iter().filter(|d| **d > SEC).count() >= 30,
-        "{firsts:?}"
-    );
 }
 
 #[test]

@@ -55,12 +55,6 @@ impl AdaptiveThrottle {
 
 impl<C: Clock> AdaptiveThrottle<C> {
     /// Counts over `window` instead of 2 minutes.
-    ///
-    /// ```
-    /// use keyed_backoff::budget::AdaptiveThrottle;
-    /// let _ = AdaptiveThrottle::new(2.0)?.window(std::time::Duration::from_secs(60));
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self.counts = Mutex::new(Window::new(window));
@@ -68,25 +62,12 @@ impl<C: Clock> AdaptiveThrottle<C> {
     }
 
     /// Seeds the rejection draws, for reproducible tests.
-    ///
-    /// ```
-    /// use keyed_backoff::budget::AdaptiveThrottle;
-    /// let _ = AdaptiveThrottle::new(2.0)?.seed(7);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn seed(mut self, seed: u64) -> Self {
         self.draws = UnitDraws::new(seed);
         self
     }
 
     /// Measures the window on `clock`. Default [`StdClock`].
-    ///
-    /// ```
-    /// use keyed_backoff::budget::AdaptiveThrottle;
-    /// use keyed_backoff::clock::MockClock;
-    /// let _ = AdaptiveThrottle::new(2.0)?.clock(MockClock::new());
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> AdaptiveThrottle<C2> {
         AdaptiveThrottle {
             k: self.k,

@@ -81,14 +81,6 @@ impl TpsBudget {
 
 impl<C: Clock> TpsBudget<C> {
     /// Measures the window on `clock`. Default [`StdClock`].
-    ///
-    /// ```
-    /// use keyed_backoff::budget::TpsBudget;
-    /// use keyed_backoff::clock::MockClock;
-    /// use std::time::Duration;
-    /// let _ = TpsBudget::new(Duration::from_secs(10), 0, 0.1)?.clock(MockClock::new());
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> TpsBudget<C2> {
         TpsBudget {
             clock,

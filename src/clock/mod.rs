@@ -7,7 +7,7 @@
 //! | clock | instant type | monotonic | cost per read (see `docs/benchmarks.md`) |
 //! |---|---|---|---|
 //! | [`StdClock`] (the default) | [`std::time::Instant`] | yes, by the OS | a vDSO call |
-//! | [`QuantaClock`] | [`quanta::Instant`] | per core; TSC caveats | a few ns |
+//! | [`QuantaClock`] | [`quanta::Instant`] | per core; TSC caveats | a TSC read |
 //! | [`SystemClock`] | [`std::time::SystemTime`] | no (wall time can jump) | a vDSO call |
 //! | [`MockClock`] | [`MockInstant`] | moves only when told | an atomic load |
 //!
@@ -62,11 +62,6 @@ pub trait Clock: Send + Sync + 'static {
     type Instant: ClockInstant;
 
     /// The current time.
-    ///
-    /// ```
-    /// use keyed_backoff::clock::{Clock, StdClock};
-    /// let _t: std::time::Instant = StdClock.now();
-    /// ```
     fn now(&self) -> Self::Instant;
 }
 

@@ -245,18 +245,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
         self
     }
 
-    /// The clock that measures elapsed time. Default [`StdClock`].
-    ///
-    /// ```
-    /// use keyed_backoff::retry::Retry;
-    /// use keyed_backoff::clock::MockClock;
-    /// use keyed_backoff::strategy::{Constant, Strategy};
-    /// use std::time::Duration;
-    /// let s = Strategy::new(Constant::new(Duration::ZERO))?;
-    /// let r: Retry<'_, (), MockClock> = Retry::new(&s).clock(MockClock::new());
-    /// # drop(r);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
+    /// The clock that measures elapsed time.
     pub fn clock<C2: Clock>(self, clock: C2) -> Retry<'a, E, C2> {
         Retry {
             delays: self.delays,
@@ -271,7 +260,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     }
 
     /// Classifies each error: retry, retry after a server-given delay, or
-    /// stop. Default: every error is transient.
+    /// stop.
     ///
     /// ```
     /// use keyed_backoff::retry::{GaveUp, Retry, Verdict};

@@ -39,11 +39,6 @@ pub struct WaitBackoff {
 
 impl WaitBackoff {
     /// Starts at `duration`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::WaitBackoff;
-    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10));
-    /// ```
     pub fn new(duration: Duration) -> Self {
         WaitBackoff {
             duration,
@@ -61,35 +56,19 @@ impl WaitBackoff {
     }
 
     /// Each returned value is `d + U[0,1)·jitter·d`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::WaitBackoff;
-    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).jitter(0.1);
-    /// ```
     pub fn jitter(mut self, jitter: f64) -> Self {
         self.jitter = jitter;
         self
     }
 
-    /// Steps during which the duration grows. Default 1.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::WaitBackoff;
-    /// let _ = WaitBackoff::new(std::time::Duration::from_millis(10)).steps(5);
-    /// ```
+    /// Steps during which the duration grows.
     pub fn steps(mut self, steps: u32) -> Self {
         self.steps = steps;
         self
     }
 
-    /// Cap on the grown duration; reaching it ends growth. Default
-    /// `Duration::ZERO`: no cap.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::WaitBackoff;
-    /// use std::time::Duration;
-    /// let _ = WaitBackoff::new(Duration::from_millis(10)).cap(Duration::from_secs(1));
-    /// ```
+    /// Cap on the grown duration; reaching it ends growth
+    /// (`Duration::ZERO`: no cap).
     pub fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
         self

@@ -22,11 +22,6 @@ pub struct Constant {
 
 impl Constant {
     /// A constant delay `d`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Constant;
-    /// let _ = Constant::new(std::time::Duration::from_millis(10));
-    /// ```
     pub fn new(d: Duration) -> Self {
         Constant { delay: d }
     }
@@ -62,12 +57,6 @@ pub struct Linear {
 
 impl Linear {
     /// Starts at `initial`, adds `step` each time.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Linear;
-    /// use std::time::Duration;
-    /// let _ = Linear::new(Duration::from_secs(1), Duration::from_millis(500));
-    /// ```
     pub fn new(initial: Duration, step: Duration) -> Self {
         Linear {
             initial,
@@ -76,13 +65,7 @@ impl Linear {
         }
     }
 
-    /// Largest delay. Default: [`Duration::MAX`] (no cap).
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Linear;
-    /// use std::time::Duration;
-    /// let _ = Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(10));
-    /// ```
+    /// Largest delay.
     pub fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
         self
@@ -123,11 +106,6 @@ pub struct Exponential {
 
 impl Exponential {
     /// Starts at `base`, multiplies by `multiplier` each time.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Exponential;
-    /// let _ = Exponential::new(std::time::Duration::from_millis(100), 1.5);
-    /// ```
     pub fn new(base: Duration, multiplier: f64) -> Self {
         Exponential {
             base,
@@ -136,13 +114,7 @@ impl Exponential {
         }
     }
 
-    /// Largest delay. Default: [`Duration::MAX`] (no cap).
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Exponential;
-    /// use std::time::Duration;
-    /// let _ = Exponential::new(Duration::from_millis(100), 2.0).cap(Duration::from_secs(30));
-    /// ```
+    /// Largest delay.
     pub fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
         self

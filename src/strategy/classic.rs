@@ -30,11 +30,6 @@ pub struct Ethernet {
 
 impl Ethernet {
     /// Backoff in units of `slot`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Ethernet;
-    /// let _ = Ethernet::new(std::time::Duration::from_nanos(51_200));
-    /// ```
     pub fn new(slot: Duration) -> Self {
         Ethernet { slot }
     }
@@ -83,11 +78,6 @@ pub struct Hadoop {
 
 impl Hadoop {
     /// Base `sleep`, at most `max_retries` retries.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Hadoop;
-    /// let _ = Hadoop::new(std::time::Duration::from_millis(100), 5);
-    /// ```
     pub fn new(sleep: Duration, max_retries: u32) -> Self {
         Hadoop {
             sleep,
@@ -96,13 +86,7 @@ impl Hadoop {
         }
     }
 
-    /// Cap applied before the random draw. Default: none.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Hadoop;
-    /// use std::time::Duration;
-    /// let _ = Hadoop::new(Duration::from_millis(100), 5).cap(Duration::from_secs(10));
-    /// ```
+    /// Cap applied before the random draw.
     pub fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
         self
@@ -157,21 +141,11 @@ impl Default for GoogleCloud {
 
 impl GoogleCloud {
     /// The documented scheme with a 32 s maximum.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::GoogleCloud;
-    /// let _ = GoogleCloud::new();
-    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Largest delay. Default 32 s (Google suggests 32 or 64 s).
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::GoogleCloud;
-    /// let _ = GoogleCloud::new().max_backoff(std::time::Duration::from_secs(64));
-    /// ```
+    /// Largest delay (Google suggests 32 or 64 s).
     pub fn max_backoff(mut self, d: Duration) -> Self {
         self.max_backoff = d;
         self
@@ -241,27 +215,17 @@ impl Default for Cenkalti {
 
 impl Cenkalti {
     /// cenkalti's defaults.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// let _ = Cenkalti::new();
-    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// First interval. Default 500 ms.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// let _ = Cenkalti::new().initial(std::time::Duration::from_millis(100));
-    /// ```
+    /// First interval.
     pub fn initial(mut self, d: Duration) -> Self {
         self.initial = d;
         self
     }
 
-    /// Randomization factor `r`, in `[0, 1]`. Default 0.5.
+    /// Randomization factor `r`, in `[0, 1]`.
     ///
     /// ```
     /// use keyed_backoff::strategy::{Cenkalti, Strategy};
@@ -272,35 +236,20 @@ impl Cenkalti {
         self
     }
 
-    /// Interval multiplier, `>= 1`. Default 1.5.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// let _ = Cenkalti::new().multiplier(2.0);
-    /// ```
+    /// Interval multiplier, `>= 1`.
     pub fn multiplier(mut self, m: f64) -> Self {
         self.multiplier = m;
         self
     }
 
-    /// Cap on the interval. Default 60 s.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// let _ = Cenkalti::new().max_interval(std::time::Duration::from_secs(10));
-    /// ```
+    /// Cap on the interval.
     pub fn max_interval(mut self, d: Duration) -> Self {
         self.max_interval = d;
         self
     }
 
-    /// Stop once this much time would be spent waiting. Default 15 min;
-    /// `Duration::ZERO` never stops.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Cenkalti;
-    /// let _ = Cenkalti::new().max_elapsed(std::time::Duration::ZERO);
-    /// ```
+    /// Stop once this much time would be spent waiting; `Duration::ZERO`
+    /// never stops.
     pub fn max_elapsed(mut self, d: Duration) -> Self {
         self.max_elapsed = d;
         self

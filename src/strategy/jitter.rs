@@ -52,12 +52,6 @@ impl Envelope {
 
 impl FullJitter {
     /// Full jitter under the envelope `min(cap, base·2^n)`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::FullJitter;
-    /// use std::time::Duration;
-    /// let _ = FullJitter::new(Duration::from_millis(5), Duration::from_secs(2));
-    /// ```
     pub fn new(base: Duration, cap: Duration) -> Self {
         FullJitter(Envelope { base, cap })
     }
@@ -65,12 +59,6 @@ impl FullJitter {
 
 impl EqualJitter {
     /// Equal jitter under the envelope `min(cap, base·2^n)`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::EqualJitter;
-    /// use std::time::Duration;
-    /// let _ = EqualJitter::new(Duration::from_millis(5), Duration::from_secs(2));
-    /// ```
     pub fn new(base: Duration, cap: Duration) -> Self {
         EqualJitter(Envelope { base, cap })
     }
@@ -132,12 +120,6 @@ pub struct Decorrelated {
 
 impl Decorrelated {
     /// AWS's decorrelated jitter between `base` and `cap`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::Decorrelated;
-    /// use std::time::Duration;
-    /// let _ = Decorrelated::new(Duration::from_millis(5), Duration::from_secs(2));
-    /// ```
     pub fn new(base: Duration, cap: Duration) -> Self {
         Decorrelated {
             base,
@@ -208,12 +190,6 @@ pub struct FactorJitter {
 
 impl FactorJitter {
     /// client-go's curve from `initial` doubling to `cap`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::FactorJitter;
-    /// use std::time::Duration;
-    /// let _ = FactorJitter::new(Duration::from_secs(1), Duration::from_secs(60));
-    /// ```
     pub fn new(initial: Duration, cap: Duration) -> Self {
         FactorJitter {
             initial_ns: saturating_nanos(initial),

@@ -150,7 +150,7 @@ impl<S: Step + Clone> Strategy<S> {
     }
 
     /// Seed for the random draws, for reproducible sequences: every
-    /// iterator then gives the same delays. Default: random per iterator.
+    /// iterator then gives the same delays.
     ///
     /// ```
     /// use keyed_backoff::strategy::{FullJitter, Strategy};
@@ -164,8 +164,8 @@ impl<S: Step + Clone> Strategy<S> {
         self
     }
 
-    /// Give up after this many delays. Default: only when the formula
-    /// itself gives up (most never do).
+    /// Give up after this many delays (without it, only when the formula
+    /// itself gives up; most never do).
     ///
     /// ```
     /// use keyed_backoff::strategy::{Linear, Strategy};
@@ -199,14 +199,6 @@ impl<S: Step + Clone> Strategy<S> {
     }
 
     /// The formula itself.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::{Constant, Strategy};
-    /// use std::time::Duration;
-    /// let s = Strategy::new(Constant::new(Duration::from_secs(1)))?;
-    /// let _step: &Constant = s.step();
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
     pub fn step(&self) -> &S {
         &self.step
     }

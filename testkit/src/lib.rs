@@ -9,7 +9,11 @@
 //! - `redis_server` (feature `redis-server`): a redis-server of a test's
 //!   own, which it may stop, pause and restart, and its replicas;
 //! - `redis_cluster` (the same feature): a Redis Cluster of a test's own,
-//!   whose slots it may move and whose masters it may fail over.
+//!   whose slots it may move and whose masters it may fail over;
+//! - `events` (feature `tracing`) and `metrics` (feature `metrics`): what an
+//!   operator would see, recorded: every `tracing` event with its fields,
+//!   every metric by name and labels;
+//! - [`panic_message`]: the text of a caught panic.
 //!
 //! ```
 //! use keyed_backoff::clock::{Clock, MockClock};
@@ -20,11 +24,18 @@
 //! ```
 
 pub mod clientgo;
+#[cfg(feature = "tracing")]
+pub mod events;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod model;
+mod panic;
 #[cfg(feature = "redis-server")]
 pub mod redis_cluster;
 #[cfg(feature = "redis-server")]
 pub mod redis_server;
+
+pub use panic::panic_message;
 
 use std::sync::Arc;
 use std::time::Duration;
