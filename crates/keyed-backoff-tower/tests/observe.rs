@@ -5,79 +5,33 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::manager;
+use keyed_backoff_testkit::events::{Events, Seen};
+use keyed_backoff_testkit::metrics::Metrics;
 use keyed_backoff_tower::keyed_backoff::budget::TokenBucket;
 use keyed_backoff_tower::{Classify, KeyedBackoffLayer};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
-use tracing_subscriber::layer::SubscriberExt;
 
-/// Every event: its message and fields, as `name=value` words.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                self.0 += &format!("{}={v:?} ", f.name());
-            }
-            fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
-                self.0 += &format!("{}={v} ", f.name());
-            }
-        }
-        let mut fields = Fields(format!("{} ", event.metadata().target()));
-        event.record(&mut fields);
-        self.0.lock().unwrap().push(fields.0);
-    }
-}
-
-impl Events {
-    /// The `n` events holding every word of `words`; the first of them.
-    fn find(&self, n: usize, words: &[&str]) -> String {
-        let events = self.0.lock().unwrap();
-        let found: Vec<&String> = events
-            .iter()
-            .filter(|e| words.iter().all(|w| e.contains(w)))
-            .collect();
-        assert_eq!(found.len(), n, "{words:?} in {events:#?}");
-        found[0].clone()
-    }
-}
-
-/// One reading of every metric: name, labels, value.
-type Metrics = Vec<(String, Vec<(String, String)>, DebugValue)>;
-
-/// Every metric recorded so far (a reading drains the counters).
-fn read(snapshotter: &Snapshotter) -> Metrics {
-    let snapshot = snapshotter.snapshot().into_vec();
-    snapshot
+/// The events of this crate whose message holds `message` and whose
+/// fields are `fields`; there must be `n` of them.
+fn find(events: &Events, n: usize, message: &str, fields: &[(&str, &str)]) -> Vec<Seen> {
+    let found: Vec<Seen> = events
+        .with_message(message)
         .into_iter()
-        .map(|(key, _, _, value)| {
-            let key = key.key();
-            let labels = key.labels();
-            let labels = labels.map(|l| (l.key().to_owned(), l.value().to_owned()));
-            (key.name().to_owned(), labels.collect(), value)
-        })
-        .collect()
-}
-
-/// The value of metric `name` with `labels`.
-fn metric<'a>(metrics: &'a Metrics, name: &str, labels: &[(&str, &str)]) -> &'a DebugValue {
-    let found = metrics.iter().find(|(n, ls, _)| {
-        n == name
-            && labels
-                .iter()
-                .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
-    });
+        .filter(|e| e.target == "keyed_backoff_tower")
+        .filter(|e| fields.iter().all(|(k, v)| e.field(k) == Some(*v)))
+        .collect();
+    assert_eq!(
+        found.len(),
+        n,
+        "{message} {fields:?} in {:#?}",
+        events.seen()
+    );
     found
-        .map(|(_, _, value)| value)
-        .unwrap_or_else(|| panic!("no {name} {labels:?}"))
 }
 
 /// `busy` errors carry the server's wait: 5 s.
@@ -106,17 +60,15 @@ fn key(req: &&'static str) -> &'static str {
 
 #[test]
 fn waits_refusals_holds_and_denied_retries_are_reported() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let metrics = Metrics::new();
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .unwrap();
-    metrics::with_local_recorder(&recorder, || {
-        tracing::subscriber::with_default(subscriber, || {
+    metrics.record(|| {
+        events.record(|| {
             rt.block_on(async {
                 let backoff = manager();
                 // Retries while more than 1 of 2 tokens is left: the
@@ -138,72 +90,38 @@ fn waits_refusals_holds_and_denied_retries_are_reported() {
         });
     });
 
-    let denial = events.find(2, &["retry denied", "reason=budget"]);
-    assert!(
-        denial.starts_with("keyed_backoff_tower ")
-            && denial.contains("the retry budget is spent")
-            && denial.contains("key=\"busy\"")
-            && denial.contains("retries=0"),
-        "{denial}"
-    );
-    events.find(
-        1,
-        &[
-            "waiting for the key's backoff",
-            "key=\"busy\"",
-            "wait_ms=2000",
-            "attempt=first",
-        ],
-    );
-    events.find(1, &["refused: the key is in backoff", "key=\"busy\""]);
-    let held = events.find(
+    let busy = ("key", "\"busy\"");
+    let denials = find(
+        &events,
         2,
-        &[
-            "the server asked the key to wait",
-            "retry_after_ms=5000",
-            "held_ms=2000",
-        ],
+        "retry denied",
+        &[busy, ("reason", "budget"), ("retries", "0")],
     );
-    assert!(held.contains("key=\"busy\""), "{held}");
+    assert!(
+        denials[0].message.contains("the retry budget is spent"),
+        "{denials:?}"
+    );
+    assert_eq!(denials[0].level, tracing::Level::DEBUG);
+    let first = [busy, ("wait_ms", "2000"), ("attempt", "first")];
+    find(&events, 1, "waiting for the key's backoff", &first);
+    find(&events, 1, "refused: the key is in backoff", &[busy]);
+    let held = [busy, ("retry_after_ms", "5000"), ("held_ms", "2000")];
+    find(&events, 2, "the server asked the key to wait", &held);
 
-    let metrics = read(&snapshotter);
+    let now = metrics.samples();
+    let denied = [("reason", "budget")];
     assert_eq!(
-        metric(
-            &metrics,
-            "keyed_backoff_tower_retries_denied_total",
-            &[("reason", "budget")]
-        ),
-        &DebugValue::Counter(2)
+        now.counter("keyed_backoff_tower_retries_denied_total", &denied),
+        2
     );
+    let capped = [("capped", "true")];
     assert_eq!(
-        metric(
-            &metrics,
-            "keyed_backoff_tower_retry_after_total",
-            &[("capped", "true")]
-        ),
-        &DebugValue::Counter(2)
+        now.counter("keyed_backoff_tower_retry_after_total", &capped),
+        2
     );
-    assert_eq!(
-        metric(&metrics, "keyed_backoff_tower_refusals_total", &[]),
-        &DebugValue::Counter(1)
-    );
-    assert_eq!(
-        metric(
-            &metrics,
-            "keyed_backoff_tower_waits_total",
-            &[("attempt", "first")]
-        ),
-        &DebugValue::Counter(1)
-    );
-    match metric(
-        &metrics,
-        "keyed_backoff_tower_wait_duration_seconds",
-        &[("attempt", "first")],
-    ) {
-        DebugValue::Histogram(waits) => {
-            let waits: Vec<f64> = waits.iter().map(|w| w.into_inner()).collect();
-            assert_eq!(waits, [2.0]);
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(now.counter("keyed_backoff_tower_refusals_total", &[]), 1);
+    let first = [("attempt", "first")];
+    assert_eq!(now.counter("keyed_backoff_tower_waits_total", &first), 1);
+    let waits = now.histogram("keyed_backoff_tower_wait_duration_seconds", &first);
+    assert_eq!(waits, [2.0]);
 }
