@@ -77,7 +77,12 @@ fn panels(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
         ),
         (
             "apimachinery 10ms x2, j 0.1, 8 steps",
-            Box::new(WaitBackoff::new(10 * ms).multiplier(2.0).jitter(0.1).steps(8)),
+            Box::new(
+                WaitBackoff::new(10 * ms)
+                    .multiplier(2.0)
+                    .jitter(0.1)
+                    .steps(8),
+            ),
         ),
         (
             "Ethernet, slot 51.2us",

@@ -728,7 +728,12 @@ where
     /// until the returned handle is dropped or the manager is. `interval`
     /// must be greater than zero, and the call must be made inside a tokio
     /// runtime with its time driver on (`enable_time`): otherwise it
-    /// returns a [`SpawnError`] and starts nothing.
+    /// returns a [`SpawnError`] and starts nothing. It never panics: tokio
+    /// cannot be asked whether a runtime has timers, so a timer is made
+    /// under `catch_unwind` with its panic message kept quiet. Built with
+    /// `panic = "abort"`, where that cannot be caught, the sweeps are paced
+    /// by a thread on real time instead (the same as tokio's time unless a
+    /// test pauses it).
     ///
     /// ```
     /// use keyed_backoff::{Backoff, SpawnError};

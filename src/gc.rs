@@ -95,19 +95,33 @@ impl Drop for GcGuard {
 /// Keeps a background GC task on the tokio runtime running; made by
 /// [`Backoff::spawn_gc_task`](crate::Backoff::spawn_gc_task).
 ///
-/// A guard, not a `JoinHandle`: **dropping it aborts the task**. Keep it
-/// beside the manager, or call [`detach`](Self::detach) to let the task run
-/// until the manager is dropped.
+/// A guard, not a `JoinHandle`: **dropping it stops GC** (it aborts the
+/// task). Keep it beside the manager, or call [`detach`](Self::detach) to
+/// let the task run until the manager is dropped. Built with
+/// `panic = "abort"`, the sweeps are paced by a thread instead (see
+/// [`Backoff::spawn_gc_task`](crate::Backoff::spawn_gc_task)), which the
+/// guard stops the same way.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
 #[must_use = "dropping the guard stops the GC task; keep it, or call .detach()"]
 pub struct GcTaskGuard {
-    task: Option<tokio::task::JoinHandle<()>>,
+    pacer: Option<Pacer>,
+}
+
+/// What paces the sweeps: a tokio task, or (built with `panic = "abort"`)
+/// a thread.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+enum Pacer {
+    #[cfg_attr(not(panic = "unwind"), allow(dead_code))]
+    Task(tokio::task::JoinHandle<()>),
+    #[cfg_attr(panic = "unwind", allow(dead_code))]
+    Thread(GcGuard),
 }
 
 #[cfg(feature = "tokio")]
 impl GcTaskGuard {
-    /// Aborts the task.
+    /// Stops GC: aborts the task.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -136,15 +150,20 @@ impl GcTaskGuard {
     /// # }).unwrap();
     /// ```
     pub fn detach(mut self) {
-        self.task.take();
+        match self.pacer.take() {
+            Some(Pacer::Thread(thread)) => thread.detach(),
+            Some(Pacer::Task(_)) | None => {}
+        }
     }
 }
 
 #[cfg(feature = "tokio")]
 impl Drop for GcTaskGuard {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
+        match self.pacer.take() {
+            Some(Pacer::Task(task)) => task.abort(),
+            Some(Pacer::Thread(thread)) => drop(thread),
+            None => {}
         }
     }
 }
@@ -199,9 +218,16 @@ pub(crate) fn spawn_thread<T: Send + Sync + 'static>(
     })
 }
 
-/// Calls `sweep(&owner)` every `interval` from a tokio task, the sweep
-/// itself on the blocking pool, while `owner` is alive and the guard is
-/// held.
+/// Calls `sweep(&owner)` every `interval` of tokio's time from a task on
+/// the current runtime, the sweep itself on the blocking pool, while
+/// `owner` is alive and the guard is held.
+///
+/// Nothing here panics. No runtime: [`SpawnError::NoRuntime`]. A runtime
+/// without timers cannot be asked (tokio has no such query, and its first
+/// timer panics), so [`timers_enabled`] makes one under `catch_unwind` with
+/// the message kept quiet. Built with `panic = "abort"`, where no panic can
+/// be caught, the sweeps are paced by a thread on real time instead, which
+/// is tokio's time unless a test pauses it (and tests unwind).
 #[cfg(feature = "tokio")]
 pub(crate) fn spawn_task<T: Send + Sync + 'static>(
     owner: Weak<T>,
@@ -210,25 +236,65 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
 ) -> Result<GcTaskGuard, SpawnError> {
     let interval = positive(interval)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| SpawnError::NoRuntime)?;
-    // A runtime built without `enable_time` panics on the first timer;
-    // find out here, in the caller's context, instead of in the task.
-    let _probe = runtime.enter();
-    let mut ticks = std::panic::catch_unwind(|| tokio::time::interval(interval))
-        .map_err(|_| SpawnError::NoTimers)?;
-    let task = runtime.spawn(async move {
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await; // the first tick is immediate
-        loop {
-            ticks.tick().await;
-            let Some(owner) = owner.upgrade() else {
-                return;
-            };
-            // A panic in the sweep is the sweep's to contain; the next
-            // tick tries again either way.
-            let _ = tokio::task::spawn_blocking(move || sweep(&owner)).await;
+    #[cfg(panic = "unwind")]
+    {
+        let entered = runtime.enter();
+        if !timers_enabled() {
+            return Err(SpawnError::NoTimers);
         }
-    });
-    Ok(GcTaskGuard { task: Some(task) })
+        let mut ticks = tokio::time::interval(interval);
+        drop(entered);
+        let task = runtime.spawn(async move {
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await; // the first tick is immediate
+            loop {
+                ticks.tick().await;
+                let Some(owner) = owner.upgrade() else {
+                    return;
+                };
+                // A panic in the sweep is the sweep's to contain; the next
+                // tick tries again either way.
+                let _ = tokio::task::spawn_blocking(move || sweep(&owner)).await;
+            }
+        });
+        Ok(GcTaskGuard {
+            pacer: Some(Pacer::Task(task)),
+        })
+    }
+    #[cfg(not(panic = "unwind"))]
+    {
+        drop(runtime);
+        let thread = spawn_thread(owner, interval, sweep)?;
+        Ok(GcTaskGuard {
+            pacer: Some(Pacer::Thread(thread)),
+        })
+    }
+}
+
+/// Whether the current tokio runtime has its time driver: a timer made
+/// under `catch_unwind`. For that one probe the panic hook in place is
+/// wrapped by one that stays silent on this thread while probing (and
+/// passes every other panic on); the hook in place before is put back
+/// after.
+#[cfg(all(feature = "tokio", panic = "unwind"))]
+fn timers_enabled() -> bool {
+    use std::cell::Cell;
+    thread_local! {
+        static PROBING: Cell<bool> = const { Cell::new(false) };
+    }
+    let previous = Arc::new(std::panic::take_hook());
+    let forward = Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if !PROBING.with(Cell::get) {
+            forward(info);
+        }
+    }));
+    PROBING.with(|p| p.set(true));
+    let made = std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_ok();
+    PROBING.with(|p| p.set(false));
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+    made
 }
 
 /// Runs `sweep`, containing a panic: `false` if it panicked.

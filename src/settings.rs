@@ -19,8 +19,10 @@ use crate::error::{ConfigError, finite_at_least};
 /// (`expire_after` = `2·max`). Nothing is checked until
 /// [`validate`](Self::validate), which every builder taking a `Settings`
 /// calls: `initial`, `max` and `expire_after` at most [`MAX_BACKOFF`]
-/// (about 52 days), `jitter` a finite number `>= 0`. `initial > max` is
-/// allowed, as in client-go (the first backoff is `initial`, uncapped).
+/// (about 52 days), `expire_after` above zero, `jitter` a finite number
+/// `>= 0`. `initial > max` is allowed, as in client-go (the first backoff
+/// is `initial`, uncapped, then `max`), and so are `initial` 0 and `max` 0,
+/// which never wait: client-go's recorded traces use both.
 ///
 /// ```
 /// use keyed_backoff::{Backoff, Settings};
@@ -155,11 +157,18 @@ pub(crate) fn within_max_backoff(
 }
 
 /// The expiry window, if set, checked as [`Settings::validate`] checks it
-/// (whatever rule the manager follows).
+/// (whatever rule the manager follows): a zero window would forget every
+/// entry at once, so that no backoff ever grew.
 pub(crate) fn check_window(window: Option<Duration>) -> Result<Option<Duration>, ConfigError> {
-    window
-        .map(|w| within_max_backoff("expire_after", w))
-        .transpose()
+    match window {
+        Some(w) if w.is_zero() => Err(ConfigError::new(
+            "expire_after",
+            "greater than zero (a zero window forgets every entry at once)",
+            "0ns",
+        )),
+        Some(w) => within_max_backoff("expire_after", w).map(Some),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]
@@ -209,5 +218,22 @@ mod tests {
         );
         assert_eq!(field(Settings::new(Duration::MAX, 2 * SEC)), "initial");
         assert_eq!(field(Settings::new(SEC, Duration::MAX)), "max");
+        let zero = Settings::new(SEC, 2 * SEC).expire_after(Duration::ZERO);
+        assert_eq!(field(zero), "expire_after");
+        assert!(zero.validate().unwrap_err().to_string().contains("at once"));
+        // The smallest window, and client-go's configurations that never
+        // wait, are kept.
+        assert!(
+            Settings::new(SEC, 2 * SEC)
+                .expire_after(Duration::from_nanos(1))
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            Settings::new(Duration::ZERO, Duration::ZERO)
+                .validate()
+                .is_ok()
+        );
+        assert!(Settings::new(Duration::ZERO, 8 * SEC).validate().is_ok());
     }
 }

@@ -171,3 +171,29 @@ fn a_setting_that_does_not_apply_is_refused_by_build() {
     assert_eq!(err.field(), "clock");
     assert!(err.to_string().contains(".expiry"), "{err}");
 }
+
+#[test]
+fn a_window_that_forgets_at_once_is_refused_and_configurations_that_never_wait_are_kept() {
+    let err = Backoff::<String>::builder(SEC, 60 * SEC)
+        .expire_after(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "expire_after");
+    let constant = Strategy::new(Constant::new(SEC)).unwrap();
+    let err = Backoff::<String>::with_strategy(constant)
+        .expire_after(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "expire_after");
+    // `initial` 0 (with `max` 0 or not) never waits, as in client-go, whose
+    // recorded traces use it.
+    let clock = MockClock::new();
+    let never = Backoff::<String>::new(Duration::ZERO, Duration::ZERO).expect("client-go's");
+    assert_eq!(never.next("k", std::time::Instant::now()), Duration::ZERO);
+    let never = Backoff::<String>::builder(Duration::ZERO, 8 * SEC)
+        .clock(clock.clone())
+        .build()
+        .expect("client-go's");
+    assert_eq!(never.next("k", clock.now()), Duration::ZERO);
+    assert_eq!(never.next("k", clock.now()), Duration::ZERO);
+}

@@ -1,8 +1,6 @@
 //! The `tracing` events of the core: GC sweeps, and panics of the expiry
 //! function that a sweeper contained.
 
-#![cfg(feature = "tracing")]
-
 use std::time::Duration;
 
 use keyed_backoff::Backoff;

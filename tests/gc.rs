@@ -2,8 +2,8 @@
 //! when their guard drops, or keep sweeping when detached), amortised GC,
 //! and what a sweep counts.
 
+use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::{Backoff, SpawnError};
 use keyed_backoff_testkit as testkit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,23 +88,6 @@ async fn gc_task_runs_on_interval_and_stops_when_dropped() {
         0,
         "the aborted task released its reference"
     );
-}
-
-#[cfg(feature = "tokio")]
-#[test]
-fn a_gc_task_outside_a_runtime_or_without_timers_is_an_error_not_a_panic() {
-    let b = holding_a_stale_key();
-    let outside = b.spawn_gc_task(Duration::from_secs(30)).unwrap_err();
-    assert!(matches!(outside, SpawnError::NoRuntime), "{outside}");
-    let no_timers = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let err = no_timers
-        .block_on(async { b.spawn_gc_task(Duration::from_secs(30)) })
-        .unwrap_err();
-    assert!(matches!(err, SpawnError::NoTimers), "{err}");
-    assert!(err.to_string().contains("enable_time"), "{err}");
-    assert_eq!(Arc::weak_count(&b), 0, "nothing was started");
 }
 
 /// A manager whose one entry has passed its 10 s window.

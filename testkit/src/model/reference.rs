@@ -54,9 +54,11 @@ impl Model {
     /// strategy that gives no delay, or gives up beyond the attempts an
     /// entry counts.
     pub fn invalid(&self) -> Option<&'static str> {
-        match self.limit() {
-            Some(0) => Some("strategy"),
-            Some(m) if m > MAX_ATTEMPTS => Some("strategy"),
+        match (self.limit(), self.cfg.expiry) {
+            (Some(0), _) => Some("strategy"),
+            (Some(m), _) if m > MAX_ATTEMPTS => Some("strategy"),
+            // A window that forgets every entry at once.
+            (_, ExpiryKind::Fixed(0)) => Some("expire_after"),
             _ => None,
         }
     }

@@ -1,0 +1,253 @@
+//! [`KeyedBackoffLayer`]: the middleware's configuration.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keyed_backoff::Backoff;
+use keyed_backoff::budget::RetryBudget;
+use keyed_backoff::clock::Clock;
+use tower::Layer;
+
+use crate::gate::Manager;
+use crate::policy::{Limits, Policy, RetryErrors};
+use crate::replay::CloneRequest;
+use crate::service::KeyedBackoff;
+
+/// A tower layer that backs off per key: a function picks each request's
+/// key (its host, tenant or shard), and the keys share one keyed-backoff
+/// [`Backoff`] manager.
+///
+/// - **Every attempt is gated**, the first one too: a request whose key is
+///   in backoff waits until its window ends, or fails at once with
+///   [`InBackoff`](keyed_backoff::InBackoff) and the wait left (see
+///   [`max_wait`](Self::max_wait) and [`fail_fast`](Self::fail_fast)).
+///   Requests for other keys go straight through.
+/// - **Failures advance the key**, at most once per window however many
+///   requests fail for it together; an `Ok` that is not a failure resets
+///   it once its window has passed (one arriving within the window answers
+///   a request sent before the latest failure, and leaves the window and
+///   any hold in place). Which results are failures is the
+///   [`Classify`](crate::Classify)'s choice ([`retry_if`](Self::retry_if)).
+/// - **A server's wait is honoured**: a failure whose classifier reads a
+///   wait from it (`RetryHttp` reads `Retry-After` on
+///   429 and 503) holds its key at least that long, up to
+///   [`max_retry_after`](Self::max_retry_after). The backoff's own growth
+///   is unchanged.
+/// - **Failed requests are retried** after their key's window, at most
+///   [`max_retries`](Self::max_retries) times, while the
+///   [`budget`](Self::budget) allows. A retry sends a copy of the request
+///   ([`replay`](Self::replay)).
+///
+/// Defaults: every `Err` is a failure ([`RetryErrors`]); 3 retries per
+/// request, of a clone of it ([`CloneRequest`]); no budget; requests wait as long as their key's window lasts;
+/// a `Retry-After` is honoured up to the manager's
+/// [`max`](Backoff::max) backoff.
+///
+/// Waits sleep on tokio's timer for as long as the manager's clock says
+/// is left, so the manager may run on any clock. Under tokio's paused
+/// time (tests), use a clock that follows it, such as keyed-backoff's
+/// `TokioClock` (its feature `tokio`).
+///
+/// The service's error is a [`BoxError`](crate::BoxError): the inner
+/// service's error, or an `InBackoff` for a refused request.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), keyed_backoff_tower::BoxError> {
+/// use keyed_backoff_tower::{Backoff, InBackoff, KeyedBackoffLayer};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tower::{Layer, ServiceExt};
+///
+/// // Requests are URLs; each host backs off on its own, from 1 s to 60 s.
+/// let backoff = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
+/// let host = |url: &&str| url.split('/').nth(2).unwrap_or_default().to_owned();
+/// let layer = KeyedBackoffLayer::new(backoff, host).max_retries(0).fail_fast();
+/// let service = layer.layer(tower::service_fn(|url: &'static str| async move {
+///     if url.contains("down.example") { Err("connection refused") } else { Ok(200) }
+/// }));
+///
+/// let down = "https://down.example/a";
+/// assert!(service.clone().oneshot(down).await.is_err()); // reached the host: its key backs off 1 s
+/// let refused = service.clone().oneshot(down).await.unwrap_err();
+/// assert!(refused.downcast_ref::<InBackoff>().is_some()); // not sent: the host is in backoff
+/// assert_eq!(service.oneshot("https://up.example/").await?, 200); // other hosts go through
+/// # Ok(())
+/// # }
+/// ```
+pub struct KeyedBackoffLayer<K, F, Cl = RetryErrors, Rp = CloneRequest> {
+    policy: Policy<K, F, Cl, Rp>,
+}
+
+impl<K, F, Cl, Rp> Clone for KeyedBackoffLayer<K, F, Cl, Rp> {
+    fn clone(&self) -> Self {
+        KeyedBackoffLayer {
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+impl<K, F, Cl, Rp> fmt::Debug for KeyedBackoffLayer<K, F, Cl, Rp> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBackoffLayer")
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl<K, F> KeyedBackoffLayer<K, F> {
+    /// A layer over `backoff`, keying each request with `key`, with the
+    /// defaults above. `backoff` may be on any clock and hasher.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let backoff = Arc::new(Backoff::<u32>::new(Duration::from_millis(10), Duration::from_secs(1))?);
+    /// let layer = KeyedBackoffLayer::new(backoff, |tenant: &u32| *tenant);
+    /// # let _ = layer;
+    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
+    /// ```
+    pub fn new<C, S>(backoff: Arc<Backoff<K, C, S>>, key: F) -> Self
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        C: Clock,
+        S: BuildHasher + Clone + Send + Sync + 'static,
+    {
+        let max = backoff.max();
+        KeyedBackoffLayer {
+            policy: Policy {
+                gate: Arc::new(Manager::new(backoff)),
+                key: Arc::new(key),
+                classify: Arc::new(RetryErrors),
+                replay: Arc::new(CloneRequest),
+                budget: None,
+                limits: Limits {
+                    max_retries: 3,
+                    max_wait: Duration::MAX,
+                    max_retry_after: max,
+                },
+            },
+        }
+    }
+}
+
+impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
+    /// Classify results with `classify` instead of treating every `Err` as
+    /// a failure: `RetryHttp`, a closure, or any
+    /// [`Classify`](crate::Classify).
+    pub fn retry_if<Cl2>(self, classify: Cl2) -> KeyedBackoffLayer<K, F, Cl2, Rp> {
+        self.with(|_, replay| (Arc::new(classify), replay))
+    }
+
+    /// Copy requests for retries with `replay` instead of `Clone`:
+    /// [`NoReplay`](crate::NoReplay) for requests that cannot be copied
+    /// (they are gated, never retried), or a closure.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer, NoReplay};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// // A proxy's requests stream their bodies: gate them, never retry.
+    /// struct Streamed { host: String }
+    /// let backoff = Arc::new(Backoff::<String>::new(Duration::from_millis(100), Duration::from_secs(10))?);
+    /// let layer = KeyedBackoffLayer::new(backoff, |req: &Streamed| req.host.clone()).replay(NoReplay);
+    /// # let _ = layer;
+    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
+    /// ```
+    pub fn replay<Rp2>(self, replay: Rp2) -> KeyedBackoffLayer<K, F, Cl, Rp2> {
+        self.with(|classify, _| (classify, Arc::new(replay)))
+    }
+
+    /// The same layer with the classifier and the replay `swap` returns.
+    fn with<Cl2, Rp2>(
+        self,
+        swap: impl FnOnce(Arc<Cl>, Arc<Rp>) -> (Arc<Cl2>, Arc<Rp2>),
+    ) -> KeyedBackoffLayer<K, F, Cl2, Rp2> {
+        let Policy {
+            gate,
+            key,
+            classify,
+            replay,
+            budget,
+            limits,
+        } = self.policy;
+        let (classify, replay) = swap(classify, replay);
+        let policy = Policy {
+            gate,
+            key,
+            classify,
+            replay,
+            budget,
+            limits,
+        };
+        KeyedBackoffLayer { policy }
+    }
+
+    /// At most `n` retries per request, after its first attempt.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.policy.limits.max_retries = n;
+        self
+    }
+
+    /// Bound retries by `budget`, shared by every request through this
+    /// layer (and any other holder of the same `Arc`): one of
+    /// keyed-backoff's budgets, such as a `TokenBucket`. Each request is
+    /// reported to it, each attempt's outcome too (a failure or not), and
+    /// it is asked before each retry. A refused retry is reported (a
+    /// `tracing` event and the metric `keyed_backoff_tower_retries_denied_total`
+    /// with `reason="budget"`) and the request returns its last result.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
+    /// use keyed_backoff_tower::keyed_backoff::budget::TokenBucket;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let backoff = Arc::new(Backoff::<String>::new(Duration::from_millis(100), Duration::from_secs(10))?);
+    /// // gRPC's throttling: a failure takes a token, a success returns a
+    /// // tenth; retries stop while half the bucket or less is left.
+    /// let bucket = Arc::new(TokenBucket::new(100.0, 0.1)?);
+    /// let layer = KeyedBackoffLayer::new(backoff, |host: &String| host.clone()).budget(Arc::clone(&bucket));
+    /// # let _ = layer;
+    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
+    /// ```
+    pub fn budget(mut self, budget: impl RetryBudget + 'static) -> Self {
+        self.policy.budget = Some(Arc::new(budget));
+        self
+    }
+
+    /// The longest a request waits for its key: a request whose key's
+    /// window ends later is refused at once with
+    /// [`InBackoff`](keyed_backoff::InBackoff), and a failed request whose
+    /// retry would wait longer returns its result instead. A wait once
+    /// started lasts until the key may run, even if another failure
+    /// extends the window meanwhile.
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.policy.limits.max_wait = wait;
+        self
+    }
+
+    /// Never wait: `max_wait(Duration::ZERO)`. A request whose key is in
+    /// backoff fails at once with the wait left, and a failed request is
+    /// retried only if its key is not in backoff.
+    pub fn fail_fast(self) -> Self {
+        self.max_wait(Duration::ZERO)
+    }
+
+    /// The longest a server's `Retry-After` may hold a key; a longer one
+    /// holds it this long.
+    pub fn max_retry_after(mut self, cap: Duration) -> Self {
+        self.policy.limits.max_retry_after = cap;
+        self
+    }
+}
+
+impl<S, K, F, Cl, Rp> Layer<S> for KeyedBackoffLayer<K, F, Cl, Rp> {
+    type Service = KeyedBackoff<S, K, F, Cl, Rp>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedBackoff::new(inner, Arc::new(self.policy.clone()))
+    }
+}
