@@ -49,7 +49,10 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod apf;
+mod builder;
 mod dealer;
+mod drops;
 mod error;
 #[cfg(feature = "http")]
 mod http;
@@ -58,10 +61,17 @@ mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
+mod reallocate;
 mod suggested;
 mod work;
 
+pub use apf::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+pub use builder::{
+    ApfBuilder, BORROWING_PERIOD, LimitResponse, MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE,
+    MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_SEATS_PER_REQUEST,
+};
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
+pub use drops::MAX_RETRY_AFTER;
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -69,11 +79,6 @@ pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
-pub use queue_set::{
-    Admit, Apf, ApfBuilder, BORROWING_PERIOD, LevelId, LevelStats, LimitResponse,
-    MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_RETRY_AFTER,
-    MAX_SEATS_PER_REQUEST, Rejected, Ticket,
-};
 
 pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
 pub use work::{
