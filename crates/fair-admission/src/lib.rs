@@ -50,6 +50,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod apf;
+mod borrowing;
 mod builder;
 mod dealer;
 mod drops;
@@ -62,10 +63,15 @@ mod layer;
 mod observe;
 mod queue_set;
 mod reallocate;
+mod retry_after;
 mod suggested;
 mod work;
 
 pub use apf::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+pub use borrowing::{
+    Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
+    LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
+};
 pub use builder::{
     ApfBuilder, BORROWING_PERIOD, LimitResponse, MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE,
     MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_SEATS_PER_REQUEST,
@@ -79,7 +85,7 @@ pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
-
+pub use retry_after::DroppedRequests;
 pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
 pub use work::{
     EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
