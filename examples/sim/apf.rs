@@ -16,7 +16,7 @@ use std::time::Duration;
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
 
-use fair_admission::{Admit, Apf, LevelId, LimitResponse, Ticket};
+use fair_admission::{LevelSpec, Admit, Apf, LevelId, LimitResponse, Ticket};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -130,7 +130,7 @@ fn server(setup: Setup) -> (Apf, LevelId) {
         },
     };
     let apf = Apf::builder(SEATS)
-        .level("workload", 1, limit)
+        .level("workload", LevelSpec::limited(1, limit))
         .estimated_service(Duration::from_millis(SERVICE_MS as u64))
         .build()
         .expect("valid settings");

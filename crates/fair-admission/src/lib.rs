@@ -53,7 +53,7 @@ mod apf;
 mod borrowing;
 mod builder;
 mod dealer;
-mod drops;
+mod dump;
 mod error;
 #[cfg(feature = "http")]
 mod http;
@@ -62,34 +62,33 @@ mod layer;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
-mod reallocate;
 mod retry_after;
 mod suggested;
 mod work;
 
-pub use apf::{Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+pub use apf::{Admission, Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
 pub use borrowing::{
     Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
     LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
 };
-pub use builder::{
-    ApfBuilder, BORROWING_PERIOD, LimitResponse, MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE,
-    MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_SEATS_PER_REQUEST,
-};
+pub use builder::{ApfBuilder, LevelSpec, LimitResponse};
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
-pub use drops::MAX_RETRY_AFTER;
+pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
+pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};
 pub use retry_after::DroppedRequests;
 pub use suggested::{FlowMatch, RequestAttributes, SUGGESTED_SEATS, suggested_flow_schema};
 pub use work::{
     EVENT_SEAT_TIME, ListRequest, OBJECTS_PER_SEAT, ObjectCount, WATCHES_PER_SEAT, WorkEstimate,
 };
+
+/// The most seats the work estimators give one request (Kubernetes' cap).
+pub(crate) const MAX_SEATS_PER_REQUEST: u32 = 10;
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

@@ -127,7 +127,7 @@ impl Observer {
     pub(crate) fn level(&self, apf: &Apf, level: LevelId) {
         #[cfg(feature = "metrics")]
         if let (Some(stats), Some(h)) = (apf.level_stats(level), self.levels.get(level.index())) {
-            h.executing.set(f64::from(stats.seats_in_use));
+            h.executing.set(stats.seats_in_use as f64);
             h.inqueue.set(stats.waiting as f64);
             h.limit.set(f64::from(stats.seats));
         }

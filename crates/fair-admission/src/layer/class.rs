@@ -1,17 +1,15 @@
 //! Where a request goes: its level, flow and work.
 
-use std::time::Duration;
-
 use crate::{LevelId, WorkEstimate};
 
-/// Where a request goes: its priority level, its flow (Kubernetes'
-/// distinguisher: a user name, a namespace), and its width in seats.
+/// Where a request goes: its priority level, its flow (Kubernetes' flow
+/// schema and distinguisher: a user name, a namespace), and its work.
 ///
 /// ```
-/// use fair_admission::{Apf, Class, LimitResponse};
-/// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+/// use fair_admission::{Apf, Class, LevelSpec, LimitResponse};
+/// let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
 /// let class = Class::new(apf.level_id("l").unwrap(), "alice");
-/// assert_eq!(class.width, 1);
+/// assert_eq!(class.work.max_seats(), 1);
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,21 +24,19 @@ pub struct Class {
     /// The flow within the level (Kubernetes' flow distinguisher):
     /// requests of one flow share a hand of queues.
     pub flow: String,
-    /// Seats the request occupies while it runs (at least 1).
-    pub width: u32,
-    /// How long its seats stay held after its response ends (work it
-    /// leaves behind, such as events to watchers); zero by default.
-    pub additional_latency: Duration,
+    /// What the request costs: its seats while it runs, and seats held for
+    /// an additional latency after its response ends. One seat by default.
+    pub work: WorkEstimate,
 }
 
 impl Class {
     /// A request one seat wide of `flow` at `level`.
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, LimitResponse};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{Apf, Class, LevelSpec};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::exempt()).build()?;
     /// let class = Class::new(apf.level_id("l").unwrap(), "alice");
-    /// assert_eq!((class.flow.as_str(), class.width), ("alice", 1));
+    /// assert_eq!(class.flow, "alice");
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn new(level: LevelId, flow: impl Into<String>) -> Self {
@@ -48,16 +44,15 @@ impl Class {
             level,
             schema: String::new(),
             flow: flow.into(),
-            width: 1,
-            additional_latency: Duration::ZERO,
+            work: WorkEstimate::seats(1),
         }
     }
 
     /// The same request, classified by the flow schema `name`.
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, LimitResponse};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{Apf, Class, LevelSpec};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::exempt()).build()?;
     /// let class = Class::new(apf.level_id("l").unwrap(), "alice").schema("service-accounts");
     /// assert_eq!(class.schema, "service-accounts");
     /// # Ok::<(), fair_admission::ConfigError>(())
@@ -67,41 +62,37 @@ impl Class {
         self
     }
 
-    /// The same request, costing `estimate`: its width is the estimate's
-    /// [`max_seats`](WorkEstimate::max_seats), and its seats stay held for
+    /// The same request, costing `estimate`: the layer holds its seats for
     /// the estimate's additional latency after its response ends.
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, LimitResponse, WorkEstimate};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{Apf, Class, LevelSpec, WorkEstimate};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::exempt()).build()?;
     /// let write = Class::new(apf.level_id("l").unwrap(), "alice").work(WorkEstimate::mutating(250));
-    /// assert_eq!(write.width, 10);
-    /// assert_eq!(write.additional_latency.as_micros(), 12_500);
+    /// assert_eq!(write.work.max_seats(), 10);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn work(mut self, estimate: WorkEstimate) -> Self {
-        self.width = estimate.max_seats();
-        self.additional_latency = estimate.additional_latency;
+        self.work = estimate;
         self
+    }
+
+    /// The same request, `seats` seats wide while it runs and nothing
+    /// after.
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, Class, LevelSpec};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::exempt()).build()?;
+    /// let wide = Class::new(apf.level_id("l").unwrap(), "list-pods").width(4);
+    /// assert_eq!(wide.work.max_seats(), 4);
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn width(self, seats: u32) -> Self {
+        self.work(WorkEstimate::seats(seats))
     }
 
     /// What the flow is hashed as: (schema, distinguisher).
     pub(crate) fn flow_key(&self) -> (&str, &str) {
         (&self.schema, &self.flow)
-    }
-
-    /// The same request, `seats` seats wide (at least 1: a width of 0 is
-    /// taken as 1, as the queue set does).
-    ///
-    /// ```
-    /// # use fair_admission::{Apf, Class, LimitResponse};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
-    /// let wide = Class::new(apf.level_id("l").unwrap(), "list-pods").width(4);
-    /// assert_eq!(wide.width, 4);
-    /// # Ok::<(), fair_admission::ConfigError>(())
-    /// ```
-    pub fn width(mut self, seats: u32) -> Self {
-        self.width = seats.max(1);
-        self
     }
 }

@@ -4,6 +4,7 @@
 
 mod class;
 mod error;
+mod future;
 #[allow(clippy::module_inception)]
 mod layer;
 mod seat;
@@ -12,6 +13,7 @@ mod shared;
 
 pub use class::Class;
 pub use error::{BoxError, Overloaded};
+pub use future::ResponseFuture;
 pub use layer::FairnessLayer;
 pub(crate) use seat::Seat;
 pub(crate) use service::Call;

@@ -1,11 +1,10 @@
 //! The service the layer wraps around an inner service.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::future::ResponseFuture;
 use super::shared::{Limits, Shared};
 use super::{BoxError, Class};
 
@@ -85,7 +84,7 @@ where
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+    type Future = ResponseFuture<S::Response>;
 
     /// Always ready: admission happens per request, in `call`, and the
     /// inner service's readiness is awaited once the request has its seat.
@@ -100,7 +99,7 @@ where
             class,
             limits,
         } = self.start(&req);
-        Box::pin(async move {
+        ResponseFuture::new(async move {
             let seat = shared.acquire(class, limits).await?;
             std::future::poll_fn(|cx| inner.poll_ready(cx))
                 .await

@@ -1,18 +1,16 @@
 //! The state the layer and its services share: the `Apf` behind a lock,
-//! and the admission of one request.
+//! on tokio's clock.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::seat::{Seat, Waiting};
-use super::{Class, Overloaded};
+use super::Overloaded;
 use crate::observe::Observer;
-use crate::{Admit, Apf, LevelId, Rejected, Ticket};
+use crate::{Apf, LevelId, Rejected, Ticket};
 
 /// State shared by the layer and every service it makes.
 pub(crate) struct Shared {
@@ -37,26 +35,30 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// Gives the `Apf` the time `now` (read by the caller, which needs it
-    /// anyway), waking what a reallocation of seats dispatched. Returns
-    /// whether seats were reallocated (then every level's limit may have
-    /// moved).
-    pub(crate) fn advance(&mut self, now: Instant) -> bool {
-        let before = self.apf.last_reallocation();
-        let dispatched = self.apf.advance(now.saturating_duration_since(self.origin));
-        self.wake(dispatched);
-        self.apf.last_reallocation() != before
+    /// The `Apf`'s reading of `at`.
+    pub(crate) fn clock(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.origin)
     }
 
-    /// When seats are next reallocated, if any level lends.
-    fn next_reallocation(&self) -> Option<Instant> {
-        let at = self.apf.next_reallocation()?;
-        Some(self.origin.checked_add(at).unwrap_or_else(far_future))
+    /// The instant of the `Apf`'s reading `at`.
+    pub(crate) fn instant(&self, at: Duration) -> Instant {
+        self.origin.checked_add(at).unwrap_or_else(far_future)
+    }
+
+    /// When the `Apf` next has something to do on its own: seats to free
+    /// after an additional latency, or the seats to divide again.
+    pub(crate) fn next_event(&self) -> Option<Instant> {
+        Some(self.instant(self.apf.next_event()?))
     }
 
     /// The refusal of a request of `level` for `reason`: the `Retry-After`
     /// is the level's adaptive one unless the layer fixes it.
-    fn overloaded(&self, limits: Limits, level: LevelId, reason: Rejected) -> Overloaded {
+    pub(crate) fn overloaded(
+        &self,
+        limits: Limits,
+        level: LevelId,
+        reason: Rejected,
+    ) -> Overloaded {
         let retry_after = limits
             .retry_after
             .or_else(|| self.apf.retry_after(level))
@@ -67,6 +69,7 @@ impl State {
         }
     }
 
+    /// Tells the waiters of `dispatched` that their seats are theirs.
     pub(crate) fn wake(&mut self, dispatched: Vec<Ticket>) {
         for ticket in dispatched {
             if let Some(tx) = self.waiters.remove(&ticket) {
@@ -79,128 +82,58 @@ impl State {
 }
 
 impl Shared {
-    /// Admits a request, waiting in its queue up to `limits.queue_wait`.
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        class: Class,
-        limits: Limits,
-    ) -> Result<Seat, Overloaded> {
-        let arrived = Instant::now();
-        let level = class.level;
-        let (ticket, rx) = {
-            let mut state = self.state.lock();
-            self.advance(&mut state, arrived);
-            let admitted = state.apf.admit(class.level, &class.flow_key(), class.width);
-            self.observer.level(&state.apf, level);
-            match admitted {
-                Admit::Dispatched(ticket) => {
-                    self.observer.waited(level, arrived, arrived, true);
-                    return Ok(self.seat(ticket, &class, arrived));
-                }
-                Admit::Rejected(reason) => {
-                    self.observer.rejected(&class, reason);
-                    return Err(state.overloaded(limits, level, reason));
-                }
-                Admit::Queued(ticket) => {
-                    let (tx, rx) = oneshot::channel();
-                    state.waiters.insert(ticket, tx);
-                    (ticket, rx)
-                }
-            }
-        };
-        let mut waiting = Waiting {
-            shared: Arc::clone(self),
-            ticket,
-            level,
-            armed: true,
-        };
-        // The wait ends when the request is dispatched or its time is up;
-        // meanwhile it wakes at each reallocation of seats between levels,
-        // so that borrowed seats reach a level whose requests are all
-        // waiting, however quiet the server is otherwise.
-        let deadline = arrived
-            .checked_add(limits.queue_wait)
-            .unwrap_or_else(far_future);
-        let mut rx = rx;
-        let dispatched = loop {
-            let wake_at = match self.state.lock().next_reallocation() {
-                Some(at) => at.min(deadline),
-                None => deadline,
-            };
-            // A runtime built without `enable_time` panics when a timer is
-            // made; refuse the request instead (dropping `waiting` gives
-            // its place up).
-            let rx = &mut rx;
-            let Ok(timed) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                tokio::time::timeout_at(wake_at, rx)
-            })) else {
-                drop(waiting);
-                self.observer.rejected(&class, Rejected::NoTimer);
-                let state = self.state.lock();
-                return Err(state.overloaded(limits, level, Rejected::NoTimer));
-            };
-            match timed.await {
-                Ok(woken) => break woken.is_ok(),
-                Err(_) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break false;
-                    }
-                    let mut state = self.state.lock();
-                    self.advance(&mut state, now);
-                }
-            }
-        };
-        waiting.armed = false;
-        let now = Instant::now();
-        if dispatched {
-            self.observer.waited(level, arrived, now, true);
-            return Ok(self.seat(ticket, &class, now));
-        }
-        let mut state = self.state.lock();
-        self.advance(&mut state, now);
-        match state.apf.cancel(ticket) {
-            Some(dispatched) => {
-                state.waiters.remove(&ticket);
-                state.wake(dispatched);
-                self.observer.level(&state.apf, level);
-                self.observer.waited(level, arrived, now, false);
-                self.observer.rejected(&class, Rejected::TimedOut);
-                Err(state.overloaded(limits, level, Rejected::TimedOut))
-            }
-            // Dispatched at the moment the wait ran out: the seat is ours.
-            None => Ok(self.seat(ticket, &class, now)),
-        }
-    }
-
-    /// Gives the `Apf` the time; after a reallocation of seats, every
-    /// level's gauges are brought up to date.
+    /// Gives the `Apf` the time `now`, waking what it dispatched; every
+    /// level's gauges are brought up to date if anything happened.
     pub(crate) fn advance(&self, state: &mut State, now: Instant) {
-        if state.advance(now) {
+        let before = state.apf.next_event();
+        let dispatched = state.apf.advance(state.clock(now));
+        let moved = !dispatched.is_empty() || state.apf.next_event() != before;
+        state.wake(dispatched);
+        if moved {
             for level in state.apf.level_ids() {
                 self.observer.level(&state.apf, level);
             }
         }
     }
 
-    pub(crate) fn seat(self: &Arc<Self>, ticket: Ticket, class: &Class, started: Instant) -> Seat {
-        Seat {
-            shared: Arc::clone(self),
-            ticket,
-            level: class.level,
-            started,
-            linger: class.additional_latency,
+    /// Completes the executing request `ticket` at `now`; its seats are
+    /// freed now, or after `linger` on a timer of the current runtime (if
+    /// it has none with timers, at the next call that gives the time).
+    pub(crate) fn release(
+        self: &std::sync::Arc<Self>,
+        ticket: Ticket,
+        level: LevelId,
+        linger: Duration,
+        now: Instant,
+    ) {
+        let mut state = self.state.lock();
+        self.advance(&mut state, now);
+        let dispatched = state.apf.complete(ticket).unwrap_or_default();
+        state.wake(dispatched);
+        self.observer.level(&state.apf, level);
+        if !linger.is_zero() {
+            self.wake_at(now.checked_add(linger).unwrap_or_else(far_future));
         }
     }
 
-    /// Frees a finished request's seats at `now`, charging it the time it
-    /// held them.
-    pub(crate) fn release(&self, ticket: Ticket, level: LevelId, held: Duration, now: Instant) {
-        let mut state = self.state.lock();
-        self.advance(&mut state, now);
-        let dispatched = state.apf.complete(ticket, held).unwrap_or_default();
-        state.wake(dispatched);
-        self.observer.level(&state.apf, level);
+    /// Makes the `Apf` advance at `at` on a timer of the current runtime
+    /// (nothing if there is none with timers: the next call advances it).
+    pub(crate) fn wake_at(self: &std::sync::Arc<Self>, at: Instant) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let timer = std::panic::catch_unwind(|| {
+            let _entered = rt.enter();
+            tokio::time::sleep_until(at)
+        });
+        if let Ok(sleep) = timer {
+            let shared = std::sync::Arc::clone(self);
+            rt.spawn(async move {
+                sleep.await;
+                let mut state = shared.state.lock();
+                shared.advance(&mut state, Instant::now());
+            });
+        }
     }
 }
 

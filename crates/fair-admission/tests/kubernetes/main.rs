@@ -5,6 +5,8 @@
 
 mod conc_alloc;
 mod dropped_requests;
+mod queueset;
+mod scenario;
 
 /// A small seeded generator (SplitMix64) for the randomized tests: Go's
 /// `math/rand` stream is not reproduced, only its distributions.
