@@ -17,7 +17,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::Request;
 use axum::routing::get;
-use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
+use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;

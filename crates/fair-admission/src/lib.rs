@@ -23,9 +23,9 @@
 //! Kubernetes' table of crush probabilities.
 //!
 //! ```
-//! use fair_admission::{Admit, Apf, LimitResponse};
+//! use fair_admission::{LevelSpec, Admit, Apf, LimitResponse};
 //!
-//! let mut apf = Apf::builder(2).level("workload", 1, LimitResponse::Reject).build()?;
+//! let mut apf = Apf::builder(2).level("workload", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
 //! let level = apf.level_id("workload").unwrap();
 //! let first = apf.admit(level, "alice", 1);
 //! assert!(matches!(first, Admit::Dispatched(_)));
@@ -77,7 +77,7 @@ pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
+pub use http::{DebugService, HttpFairness, HttpFairnessLayer, SeatBody};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};

@@ -1,6 +1,6 @@
 //! What the layer reports: Kubernetes' `apiserver_flowcontrol_*` metrics
 //! through the `metrics` facade (feature `metrics`) and a `tracing` event
-//! per refusal (feature `tracing`). The metric handles and level names are
+//! per refusal at DEBUG (feature `tracing`). The metric handles and level names are
 //! made once, with the layer; without the features the [`Observer`] holds
 //! nothing and its methods are empty.
 
@@ -179,7 +179,7 @@ impl Observer {
             }
         }
         #[cfg(feature = "tracing")]
-        tracing::info!(
+        tracing::debug!(
             target: "fair_admission",
             priority_level = level,
             flow_schema = class.schema.as_str(),

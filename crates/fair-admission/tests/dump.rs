@@ -159,3 +159,46 @@ fn the_dump_lists_every_level_queue_and_request_with_kubernetes_columns() {
     // The unnamed request of the rejecting level is listed too.
     assert!(rows.iter().any(|r| r[0] == "catch-all" && r[2] == "-1"));
 }
+
+/// With the `http` feature the layer serves the dump at Kubernetes' paths.
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn the_debug_service_serves_the_three_tables_at_kubernetes_paths() {
+    use fair_admission::{Class, FairnessLayer};
+    use tower::ServiceExt;
+
+    let apf = Apf::builder(10)
+        .level("exempt", LevelSpec::exempt())
+        .build()
+        .unwrap();
+    let level = apf.level_id("exempt").unwrap();
+    let layer = FairnessLayer::new(apf, move |_: &()| Class::new(level, ""));
+    let get = |path: &str| {
+        let request = http::Request::get(path).body(()).unwrap();
+        layer.debug_service().oneshot(request)
+    };
+    let base = "/debug/api_priority_and_fairness";
+    for (path, header) in [
+        ("dump_priority_levels", "PriorityLevelName, ActiveQueues,"),
+        ("dump_queues", "PriorityLevelName, Index,"),
+        ("dump_requests", "PriorityLevelName, FlowSchemaName,"),
+    ] {
+        let response = get(&format!("{base}/{path}")).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/plain; charset=utf-8"
+        );
+        let first = response.body().lines().next().unwrap().replace(",  ", ", ");
+        assert!(
+            cells(&first)
+                .join(", ")
+                .starts_with(header.trim_end_matches(',')),
+            "{path}: {first}"
+        );
+    }
+    assert_eq!(
+        get(&format!("{base}/dump_nothing")).await.unwrap().status(),
+        404
+    );
+}

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::service::Fairness;
 use super::shared::{Limits, Shared, State};
 use crate::observe::Observer;
-use crate::{Apf, LevelId, LevelStats};
+use crate::{Apf, Dump, LevelId, LevelStats};
 
 /// A tower [`Layer`](tower_layer::Layer) that puts Kubernetes' API Priority
 /// and Fairness in front of a service: each request is classified into a
@@ -22,13 +22,13 @@ use crate::{Apf, LevelId, LevelStats};
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+/// use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
 /// use tower_layer::Layer;
 /// use tower_service::Service;
 /// use std::time::Duration;
 ///
 /// let apf = Apf::builder(100)
-///     .level("workload", 1, LimitResponse::Queue { queues: 64, queue_length_limit: 50, hand_size: 8 })
+///     .level("workload", LevelSpec::limited(1, LimitResponse::Queue { queues: 64, queue_length_limit: 50, hand_size: 8 }))
 ///     .build()?;
 /// let workload = apf.level_id("workload").unwrap();
 /// // Requests are (user, path) here; the user is the flow.
@@ -81,8 +81,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// keeps refusing, as Kubernetes does).
     ///
     /// ```
-    /// use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
-    /// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
+    /// let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// let l = apf.level_id("l").unwrap();
     /// let layer = FairnessLayer::new(apf, move |user: &String| Class::new(l, user.clone()));
     /// # let _ = layer;
@@ -110,8 +110,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// with [`Rejected::TimedOut`].
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// # let l = apf.level_id("l").unwrap();
     /// use std::time::Duration;
     /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()))
@@ -128,8 +128,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// instead of each level's adaptive one.
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
-    /// # let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
+    /// # let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// # let l = apf.level_id("l").unwrap();
     /// use std::time::Duration;
     /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()))
@@ -146,8 +146,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// `None` if the level belongs to another `Apf`.
     ///
     /// ```
-    /// # use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
-    /// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+    /// # use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
+    /// let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// let l = apf.level_id("l").unwrap();
     /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()));
     /// assert_eq!(layer.level_stats(l).unwrap().seats, 10);
@@ -155,6 +155,35 @@ impl<Cl> FairnessLayer<Cl> {
     /// ```
     pub fn level_stats(&self, level: LevelId) -> Option<LevelStats> {
         self.shared.state.lock().apf.level_stats(level)
+    }
+
+    /// Every level, queue and request of the layer's [`Apf`] now (see
+    /// [`Apf::dump`]; the `http` feature serves it as Kubernetes does).
+    ///
+    /// ```
+    /// # use fair_admission::{Apf, Class, FairnessLayer, LevelSpec};
+    /// let apf = Apf::builder(10).level("l", LevelSpec::exempt()).build()?;
+    /// let l = apf.level_id("l").unwrap();
+    /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()));
+    /// assert_eq!(layer.dump().levels[0].name, "l");
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn dump(&self) -> Dump {
+        let mut state = self.shared.state.lock();
+        self.shared.advance(&mut state, Instant::now());
+        state.apf.dump()
+    }
+}
+
+impl<Cl> FairnessLayer<Cl> {
+    /// The same layer's state, without its classifier.
+    #[cfg(feature = "http")]
+    pub(crate) fn without_classifier(&self) -> FairnessLayer<()> {
+        FairnessLayer {
+            shared: Arc::clone(&self.shared),
+            classify: Arc::new(()),
+            limits: self.limits,
+        }
     }
 }
 

@@ -11,9 +11,9 @@ use super::{BoxError, Class};
 /// The service [`FairnessLayer`] wraps around an inner service.
 ///
 /// ```
-/// use fair_admission::{Apf, Class, Fairness, FairnessLayer, LimitResponse};
+/// use fair_admission::{LevelSpec, Apf, Class, Fairness, FairnessLayer, LimitResponse};
 /// use tower_layer::Layer;
-/// let apf = Apf::builder(10).level("l", 1, LimitResponse::Reject).build()?;
+/// let apf = Apf::builder(10).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
 /// let l = apf.level_id("l").unwrap();
 /// let layer = FairnessLayer::new(apf, move |u: &String| Class::new(l, u.clone()));
 /// let service: Fairness<(), _> = layer.layer(());

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fair_admission::{Apf, LevelId, LevelSpec, LimitResponse};
+use fair_admission::{Admit, Apf, LevelId, LevelSpec, LimitResponse};
 
 use crate::scenario::{Client, Scenario, client, secs};
 
@@ -254,4 +254,65 @@ fn test_different_flows_without_queuing() {
     s.expect_fair = vec![false];
     s.expect_all_requests = false;
     s.exercise("TestDifferentFlowsWithoutQueuing");
+}
+
+/// `TestContextCancel` (queueset_test.go:1062): one seat; the first
+/// request runs while a second waits in its queue, and the second's caller
+/// gives up a second later. The second never runs, the first completes,
+/// and the level ends idle. (Kubernetes' caller cancels a context the
+/// waiting request watches; here the caller cancels its ticket.)
+#[test]
+fn test_context_cancel() {
+    let (mut apf, level) = queuing(11, 11, 1, 1);
+    let Admit::Dispatched(first) = apf.admit_hashed(level, 1, 1).admit else {
+        panic!("the first request runs")
+    };
+    let second = apf.admit_hashed(level, 2, 1);
+    let Admit::Queued(second) = second.admit else {
+        panic!("the second waits: {second:?}")
+    };
+    assert_eq!(apf.level_stats(level).unwrap().waiting, 1);
+    apf.advance(SECOND);
+    assert!(apf.cancel(second), "it was still waiting");
+    assert_eq!(apf.complete(first), Some(vec![]), "nothing else runs");
+    let stats = apf.level_stats(level).unwrap();
+    assert_eq!(
+        (
+            stats.executing,
+            stats.waiting,
+            stats.dispatched,
+            stats.cancelled
+        ),
+        (0, 0, 1, 1)
+    );
+    assert_eq!(apf.complete(second), None, "the second never ran");
+}
+
+/// `TestTotalRequestsExecutingWithPanic` (queueset_test.go:1170): a
+/// request whose handler panics while it executes no longer counts as
+/// executing. Kubernetes' queue set is told by a deferred call; here the
+/// layer's seat is released as the panic unwinds through the request.
+#[cfg(feature = "tower")]
+#[tokio::test]
+async fn test_total_requests_executing_with_panic() {
+    use fair_admission::{BoxError, Class, FairnessLayer};
+    use tower::{Layer, ServiceExt, service_fn};
+
+    let (apf, level) = level(1, LevelSpec::limited(1, LimitResponse::Reject));
+    assert_eq!(apf.level_stats(level).unwrap().executing, 0);
+    let layer = FairnessLayer::new(apf, move |_: &()| Class::new(level, "one"));
+    let observer = layer.clone();
+    let service = layer.layer(service_fn(move |()| {
+        let executing = observer.level_stats(level).unwrap().executing;
+        async move {
+            assert_eq!(executing, 1, "it counts as executing while it runs");
+            panic!("the handler panics");
+            #[allow(unreachable_code)]
+            Ok::<(), BoxError>(())
+        }
+    }));
+    let ran = tokio::spawn(service.oneshot(())).await;
+    assert!(ran.unwrap_err().is_panic());
+    let stats = layer.level_stats(level).unwrap();
+    assert_eq!((stats.executing, stats.seats_in_use), (0, 0));
 }
