@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use fair_admission::{
-    Apf, BoxError, Class, FairnessLayer, LevelId, LevelSpec, LimitResponse, ListRequest,
-    ObjectCount, Overloaded, Rejected, WorkEstimate,
+    Apf, BoxError, Class, FairnessLayer, LevelId, LevelSpec, LimitResponse, ObjectStats,
+    Overloaded, Rejected, RequestInfo, WorkEstimate, WorkEstimator,
 };
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -75,13 +75,18 @@ async fn seats_are_held_for_the_additional_latency_after_the_response() {
 #[tokio::test(start_paused = true)]
 async fn a_large_list_takes_the_seats_its_objects_call_for() {
     let (layer, service, l) = server(10);
-    let list = WorkEstimate::list(&ListRequest {
-        stored: ObjectCount::Known(300),
-        limit: None,
-        selector: false,
-        from_cache: false,
-    });
-    // 2 × 300 objects: 6 seats. Two of them do not fit in 10 seats.
+    let pods = RequestInfo {
+        verb: "list",
+        resource: "pods",
+        ..RequestInfo::default()
+    };
+    let stored = ObjectStats::Known {
+        count: 300,
+        average_size: 2_000,
+    };
+    let list = WorkEstimator::default().list(&pods, None, stored);
+    // 300 objects of 2 kB read from storage: 6 seats of 100 kB. Two of
+    // them do not fit in 10 seats.
     assert_eq!(list.max_seats(), 6);
     let first = tokio::spawn(service.clone().oneshot(("list-1", list)));
     tokio::task::yield_now().await;

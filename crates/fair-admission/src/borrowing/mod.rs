@@ -315,3 +315,6 @@ fn set_exempt_limits(levels: &mut [LevelBorrowing]) {
         l.current = l.lower_bound();
     }
 }
+
+#[cfg(test)]
+mod tests;

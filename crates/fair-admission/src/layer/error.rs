@@ -10,7 +10,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The layer's refusal: answer it with HTTP 429 and a `Retry-After` header
 /// of [`retry_after_secs`](Self::retry_after_secs), so that clients back off.
-/// Services behind [`FairnessLayer`] fail with it boxed in a [`BoxError`].
+/// Services behind [`FairnessLayer`](crate::FairnessLayer) fail with it boxed in a [`BoxError`].
 ///
 /// ```
 /// use fair_admission::{BoxError, Overloaded};

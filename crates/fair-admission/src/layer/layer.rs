@@ -16,7 +16,7 @@ use crate::{Apf, Dump, LevelId, LevelStats};
 /// A tower [`Layer`](tower_layer::Layer) that puts Kubernetes' API Priority
 /// and Fairness in front of a service: each request is classified into a
 /// priority level and a flow, admitted through an [`Apf`] (waiting in its
-/// queue up to a time limit), and refused with [`Overloaded`] when its
+/// queue up to a time limit), and refused with [`Overloaded`](crate::Overloaded) when its
 /// queue is full, its level has no seat, or its wait runs out. Time is
 /// tokio's, so paused time drives it in tests.
 ///
@@ -107,7 +107,7 @@ impl<Cl> FairnessLayer<Cl> {
     }
 
     /// How long a queued request may wait for a seat before it is refused
-    /// with [`Rejected::TimedOut`].
+    /// with [`Rejected::TimedOut`](crate::Rejected::TimedOut).
     ///
     /// ```
     /// # use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
@@ -124,7 +124,7 @@ impl<Cl> FairnessLayer<Cl> {
         self
     }
 
-    /// A fixed wait for every refusal to advise ([`Overloaded::retry_after`]),
+    /// A fixed wait for every refusal to advise ([`Overloaded::retry_after`](crate::Overloaded::retry_after)),
     /// instead of each level's adaptive one.
     ///
     /// ```

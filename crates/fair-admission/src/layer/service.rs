@@ -8,7 +8,7 @@ use super::future::ResponseFuture;
 use super::shared::{Limits, Shared};
 use super::{BoxError, Class};
 
-/// The service [`FairnessLayer`] wraps around an inner service.
+/// The service [`FairnessLayer`](crate::FairnessLayer) wraps around an inner service.
 ///
 /// ```
 /// use fair_admission::{LevelSpec, Apf, Class, Fairness, FairnessLayer, LimitResponse};

@@ -164,7 +164,7 @@ fn sums(classes: &[AllocationClass]) -> (f64, f64) {
     (low, high)
 }
 
-/// `partition64` (`conc_alloc_test.go:136`): `n` random parts summing to `x`.
+/// `partition64` (`conc_alloc_test.go:131`): `n` random parts summing to `x`.
 fn partition(rng: &mut Rng, n: usize, x: f64) -> Vec<f64> {
     let mut cuts: Vec<f64> = (0..n - 1).map(|_| rng.float64()).collect();
     cuts.sort_by(f64::total_cmp);
@@ -178,14 +178,14 @@ fn partition(rng: &mut Rng, n: usize, x: f64) -> Vec<f64> {
     parts
 }
 
-/// `f64RelDiff` (`conc_alloc_test.go:155`).
+/// `f64RelDiff` (`conc_alloc_test.go:150`).
 fn rel_diff(a: f64, b: f64) -> f64 {
     let den = a.abs().max(b.abs());
     if den == 0.0 { 0.0 } else { (a - b).abs() / den }
 }
 
 /// Kubernetes refuses bad classes before anything else; so does the port,
-/// naming the class and field (`conc_alloc.go:111-119`).
+/// naming the class and field (`conc_alloc.go:130-138`).
 #[test]
 fn bad_classes_are_refused_by_index_and_field() {
     let ok = AllocationClass {

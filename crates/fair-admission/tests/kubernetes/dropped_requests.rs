@@ -1,6 +1,6 @@
 //! Ports of `TestDroppedRequestsTracker` and
 //! `TestDroppedRequestsTrackerPLIndependent`
-//! (`pkg/util/flowcontrol/dropped_requests_tracker_test.go:28` and `:87`).
+//! (`pkg/util/flowcontrol/dropped_requests_tracker_test.go:28` and `:77`).
 //!
 //! Kubernetes keys one tracker by priority level name; here each level owns
 //! a [`DroppedRequests`], so the second port gives each level its own.

@@ -6,8 +6,11 @@
 mod borrowing;
 mod conc_alloc;
 mod dropped_requests;
+mod max_seats;
 mod queueset;
 mod scenario;
+mod shuffle_sharding;
+mod width;
 
 /// A small seeded generator (SplitMix64) for the randomized tests: Go's
 /// `math/rand` stream is not reproduced, only its distributions.
