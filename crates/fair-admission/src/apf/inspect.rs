@@ -5,8 +5,8 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::{Apf, LevelId, LevelStats};
-use crate::Hand;
 use crate::queue_set::Mode;
+use crate::{Hand, WorkEstimator};
 
 impl Apf {
     /// The queues `flow` is dealt at `level`, or `None` if the level does
@@ -24,6 +24,35 @@ impl Apf {
         let l = &self.levels[self.index_of(level)?];
         match &l.queues.mode {
             Mode::Queue { dealer, .. } => Some(dealer.deal(self.flow_hash(flow))),
+            _ => None,
+        }
+    }
+
+    /// The most seats a work estimate should give one request at `level`,
+    /// as Kubernetes' controller sets it for a queuing level:
+    /// `max(1, min(ceil(0.15 × nominal seats), nominal seats / hand size))`
+    /// (see [`WorkEstimator::level_max_seats`]; the estimators cap it again
+    /// at their own maximum). `None` for a level that does not queue, or of
+    /// another `Apf`: the estimators' own maximum applies.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, LevelSpec, LimitResponse, RequestInfo, WorkEstimator};
+    /// let queuing = LimitResponse::Queue { queues: 64, queue_length_limit: 50, hand_size: 6 };
+    /// let apf = Apf::builder(20).level("l", LevelSpec::limited(1, queuing)).build()?;
+    /// let level = apf.level_id("l").unwrap();
+    /// assert_eq!(apf.max_seats(level), Some(3)); // min(ceil(3), 20 / 6)
+    /// let write = RequestInfo { verb: "update", resource: "configmaps", ..RequestInfo::default() };
+    /// let work = WorkEstimator::default().mutating(&write, apf.max_seats(level), 1_000);
+    /// assert_eq!(work.max_seats(), 3);
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn max_seats(&self, level: LevelId) -> Option<u32> {
+        let l = &self.levels[self.index_of(level)?];
+        match &l.queues.mode {
+            Mode::Queue { dealer, .. } => {
+                let hand = u32::try_from(dealer.hand_size()).unwrap_or(u32::MAX);
+                WorkEstimator::level_max_seats(l.nominal, hand).ok()
+            }
             _ => None,
         }
     }
