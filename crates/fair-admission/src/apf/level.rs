@@ -161,6 +161,8 @@ pub(crate) struct Request {
     pub(crate) phase: Phase,
     pub(crate) arrived: Duration,
     pub(crate) started: Duration,
+    /// How long it executed, once it completed.
+    pub(crate) ran: Duration,
     /// Flow schema and distinguisher, for the dump.
     pub(crate) names: Option<Box<(String, String)>>,
 }

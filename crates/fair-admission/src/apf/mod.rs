@@ -250,6 +250,7 @@ impl Apf {
             phase,
             arrived: now,
             started: now,
+            ran: Duration::ZERO,
             names: None,
         };
         self.requests.insert(ticket, request);
@@ -297,6 +298,7 @@ impl Apf {
         }
         let (index, queue) = (r.level, r.queue);
         let ran = now.saturating_sub(r.started);
+        r.ran = ran;
         let linger = r.work.additional_latency;
         let l = &mut self.levels[index];
         l.queues.sync(now);
@@ -310,6 +312,18 @@ impl Apf {
             self.lingering.insert((now.saturating_add(linger), ticket));
         }
         Some(self.dispatch(index, now))
+    }
+
+    /// When the seats of the completed request `ticket` are freed, if it
+    /// still holds them for its additional latency.
+    #[cfg(feature = "tower")]
+    pub(crate) fn releases_at(&self, ticket: Ticket) -> Option<Duration> {
+        let r = self.requests.get(&ticket)?;
+        (r.phase == Phase::Lingering).then(|| {
+            r.started
+                .saturating_add(r.ran)
+                .saturating_add(r.work.additional_latency)
+        })
     }
 
     /// The waiting request `ticket` gives up (its caller timed out or went

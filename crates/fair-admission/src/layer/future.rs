@@ -156,7 +156,6 @@ impl Shared {
             shared: Arc::clone(self),
             ticket,
             level: class.level,
-            linger: class.work.additional_latency,
         }
     }
 }

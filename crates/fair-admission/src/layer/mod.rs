@@ -15,6 +15,8 @@ pub use class::Class;
 pub use error::{BoxError, Overloaded};
 pub use future::ResponseFuture;
 pub use layer::FairnessLayer;
+#[cfg(feature = "http")]
 pub(crate) use seat::Seat;
+#[cfg(feature = "http")]
 pub(crate) use service::Call;
 pub use service::Fairness;

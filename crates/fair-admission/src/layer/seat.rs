@@ -2,7 +2,6 @@
 //! give back what they hold when dropped.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -41,13 +40,10 @@ pub(crate) struct Seat {
     pub(crate) shared: Arc<Shared>,
     pub(crate) ticket: Ticket,
     pub(crate) level: LevelId,
-    /// How long the seats stay held once the request is done.
-    pub(crate) linger: Duration,
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.shared
-            .release(self.ticket, self.level, self.linger, Instant::now());
+        self.shared.release(self.ticket, self.level, Instant::now());
     }
 }

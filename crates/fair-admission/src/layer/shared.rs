@@ -97,13 +97,13 @@ impl Shared {
     }
 
     /// Completes the executing request `ticket` at `now`; its seats are
-    /// freed now, or after `linger` on a timer of the current runtime (if
-    /// it has none with timers, at the next call that gives the time).
+    /// freed now, or after its additional latency on a timer of the current
+    /// runtime (if it has none with timers, at the next call that gives the
+    /// time).
     pub(crate) fn release(
         self: &std::sync::Arc<Self>,
         ticket: Ticket,
         level: LevelId,
-        linger: Duration,
         now: Instant,
     ) {
         let mut state = self.state.lock();
@@ -111,8 +111,8 @@ impl Shared {
         let dispatched = state.apf.complete(ticket).unwrap_or_default();
         state.wake(dispatched);
         self.observer.level(&state.apf, level);
-        if !linger.is_zero() {
-            self.wake_at(now.checked_add(linger).unwrap_or_else(far_future));
+        if let Some(at) = state.apf.releases_at(ticket) {
+            self.wake_at(state.instant(at));
         }
     }
 

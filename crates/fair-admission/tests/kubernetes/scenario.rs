@@ -173,6 +173,18 @@ impl Run {
         match admission.admit {
             Admit::Dispatched(t) | Admit::Queued(t) => {
                 self.calls.insert(t, (i, j, k));
+                if k.is_multiple_of(100) {
+                    // Kubernetes' `insistRequestFromUser`: the dump lists
+                    // the request, by the name its caller gave it.
+                    let user = format!("{i}:{j}:{k}");
+                    self.apf.name_flow(t, &format!("client{i}"), &user);
+                    let dump = self.apf.dump();
+                    let listed = dump.levels.iter().flat_map(|l| &l.requests);
+                    assert!(
+                        listed.into_iter().any(|r| r.flow_distinguisher == user),
+                        "request {user} is not in the dump"
+                    );
+                }
                 if matches!(admission.admit, Admit::Dispatched(_)) {
                     self.started(vec![t]);
                 }
