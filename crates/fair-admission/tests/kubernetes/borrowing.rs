@@ -173,3 +173,88 @@ fn a_level_using_all_its_seats_lends_none_to_a_busier_one() {
     assert_eq!(seats, [[12, 12, 12], [12, 12, 12]]);
     assert_eq!(averages, [12.0, 12.0]);
 }
+
+/// `TestUpdateBorrowing` (`pkg/util/flowcontrol/exempt_borrowing_test.go:33`),
+/// through an `Apf` and real requests instead of set demand figures:
+/// Kubernetes' exempt level (no shares, lends nothing), `workload-high`
+/// (40 shares, lends 50 %), `workload-low` (100 shares, lends 90 %) and
+/// `catch-all` (5 shares, rejecting) on 6 seats per share, 870 seats. The
+/// exempt level's seats follow its demand and are taken off the others,
+/// which keep their minimums, then share what is left. (Kubernetes also
+/// sets the catch-all level's demand; a rejecting level cannot have more
+/// demand than seats here, which changes nothing: it lends nothing, so its
+/// seats stay at its nominal 30 throughout.)
+#[test]
+fn test_update_borrowing() {
+    let queuing = LimitResponse::Queue {
+        queues: 128,
+        queue_length_limit: 50,
+        hand_size: 6,
+    };
+    let server = (40 + 100 + 5) * 6;
+    let mut apf = Apf::builder(server)
+        .level(
+            "workload-high",
+            LevelSpec::limited(40, queuing).lendable_percent(50),
+        )
+        .level("exempt", LevelSpec::exempt())
+        .level(
+            "workload-low",
+            LevelSpec::limited(100, queuing).lendable_percent(90),
+        )
+        .level("catch-all", LevelSpec::limited(5, LimitResponse::Reject))
+        .build()
+        .unwrap();
+    let [high, exempt, mid, low] =
+        ["workload-high", "exempt", "workload-low", "catch-all"].map(|n| apf.level_id(n).unwrap());
+    let seats = |apf: &Apf| [exempt, high, mid, low].map(|l| apf.level_stats(l).unwrap().seats);
+    let nominal = [high, mid, low].map(|l| apf.level_stats(l).unwrap().nominal_seats);
+    assert_eq!(nominal, [240, 600, 30]);
+    let period = |n: u64| Duration::from_secs(10 * n);
+    // Scenario 1: every level asks for 970 seats.
+    let demand = server + 100;
+    let mut exempt_running = Vec::new();
+    let mut mid_requests = Vec::new();
+    for i in 0..demand {
+        let t = apf.admit(exempt, &i, 1).admit;
+        exempt_running.push(t);
+        let _ = apf.admit(high, &i, 1);
+        if let Admit::Dispatched(t) | Admit::Queued(t) = apf.admit(mid, &i, 1).admit {
+            mid_requests.push(t);
+        }
+    }
+    apf.advance(period(1));
+    assert_eq!(seats(&apf), [970, 120, 60, 30], "scenario 1");
+    // Scenario 2: the exempt level's demand falls to what the others leave
+    // once each is halfway between its minimum and its nominal seats.
+    let (exp_high, exp_mid, exp_low) = ((240 + 120) / 2, (600 + 60) / 2, 30);
+    let exp_exempt = server - (exp_high + exp_mid + exp_low);
+    for t in exempt_running.drain(exp_exempt as usize..) {
+        let Admit::Dispatched(t) = t else { panic!() };
+        apf.complete(t).unwrap();
+    }
+    apf.advance(period(2));
+    apf.advance(period(3));
+    assert_eq!(
+        seats(&apf),
+        [exp_exempt, exp_high, exp_mid, exp_low],
+        "scenario 2"
+    );
+    // Scenario 3: `workload-low` asks for one seat; the exempt level for
+    // what the others need at their nominal seats (it at its minimum).
+    let exp_exempt = server - (240 + 60 + 30);
+    let extra = exp_exempt as usize - exempt_running.len();
+    for i in 0..extra {
+        let _ = apf.admit(exempt, &i, 1);
+    }
+    for &t in &mid_requests[1..] {
+        if !apf.cancel(t) {
+            apf.complete(t).unwrap();
+        }
+    }
+    let mid_stats = apf.level_stats(mid).unwrap();
+    assert_eq!(mid_stats.seats_in_use + mid_stats.seats_waiting, 1);
+    apf.advance(period(4));
+    apf.advance(period(5));
+    assert_eq!(seats(&apf), [exp_exempt, 240, 60, 30], "scenario 3");
+}
