@@ -6,7 +6,8 @@
 //!
 //! Go runs the events of one instant on goroutines in any order; here they
 //! run in the order they were scheduled. Like Kubernetes' test, a thread
-//! whose request is refused stops.
+//! whose request is refused stops. `SCENARIO_DEBUG=1` prints each
+//! scenario's measured averages.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -216,13 +217,6 @@ impl Run {
                 (Some(n), _) if n <= until => {
                     self.clock(n);
                     let Reverse((_, _, e)) = self.agenda.pop().expect("peeked");
-                    if std::env::var("SCENARIO_TRACE").is_ok() {
-                        let st = self.apf.level_stats(self.level).unwrap();
-                        eprintln!(
-                            "{n} {e:?} exec {:?} waiting {} inuse {}",
-                            self.executing, st.waiting, st.seats_in_use
-                        );
-                    }
                     match e {
                         Event::Call { client, thread, k } => self.call(client, thread, k),
                         Event::Finish(t) => self.finish(t),
@@ -307,7 +301,7 @@ impl Scenario {
         for (n, &(end, last)) in ends.iter().enumerate() {
             run.run(end);
             let averages = run.evaluate();
-            if std::env::var("SCENARIO_DEBUG").is_ok() {
+            if std::env::var_os("SCENARIO_DEBUG").is_some() {
                 eprintln!("{name} {n}: {averages:?} failed {}", run.failed);
             }
             let demands: Vec<f64> = self
