@@ -17,7 +17,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::Request;
 use axum::routing::get;
-use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -34,7 +34,7 @@ fn user(req: &Request) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
     let apf = Apf::builder(1)
-        .level("api", 1, LimitResponse::Reject)
+        .level("api", LevelSpec::limited(1, LimitResponse::Reject))
         .build()?;
     let level = apf.level_id("api").expect("the level just built");
     let started = Arc::new(Notify::new());

@@ -16,7 +16,7 @@ use std::time::Duration;
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock};
 
-use fair_admission::{Admit, Apf, LevelId, LimitResponse, Ticket};
+use fair_admission::{Admit, Apf, LevelId, LevelSpec, LimitResponse, Ticket};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -130,8 +130,7 @@ fn server(setup: Setup) -> (Apf, LevelId) {
         },
     };
     let apf = Apf::builder(SEATS)
-        .level("workload", 1, limit)
-        .estimated_service(Duration::from_millis(SERVICE_MS as u64))
+        .level("workload", LevelSpec::limited(1, limit))
         .build()
         .expect("valid settings");
     let level = apf.level_id("workload").expect("just added");
@@ -182,7 +181,7 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
         clock.advance(Duration::from_millis(now - clock_ms));
         clock_ms = now;
         // Requests that get a seat now: (ticket, request).
-        let mut dispatched: Vec<(Ticket, usize)> = Vec::new();
+        let mut dispatched = dequeued(&mut waiting, apf.advance(Duration::from_millis(now)));
         // A refused attempt: retry (after the flow's backoff, if the clients
         // back off) while attempts and the client's patience last.
         let mut refused = |req: usize, requests: &mut Vec<Request>, agenda: &mut Agenda| {
@@ -235,7 +234,9 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
                 }
                 r.attempts += 1;
                 let flow = r.flow;
-                match apf.admit(level, &flow, 1) {
+                let admission = apf.admit(level, &flow, 1);
+                dispatched.extend(dequeued(&mut waiting, admission.dispatched));
+                match admission.admit {
                     Admit::Dispatched(t) => dispatched.push((t, req)),
                     Admit::Queued(t) => {
                         waiting.insert(t, req);
@@ -262,13 +263,12 @@ pub fn apf_run(setup: Setup, seed: u64) -> ApfRun {
                 } else {
                     wasted_ms += ran;
                 }
-                let from_queues = apf.complete(ticket, Duration::from_millis(ran));
-                dispatched = dequeued(&mut waiting, from_queues.expect("a running ticket"));
+                let from_queues = apf.complete(ticket).expect("a running ticket");
+                dispatched.extend(dequeued(&mut waiting, from_queues));
             }
             Event::Expire(ticket) => {
-                if let Some(d) = apf.cancel(ticket) {
+                if apf.cancel(ticket) {
                     let req = waiting.remove(&ticket).expect("a waiting request");
-                    dispatched = dequeued(&mut waiting, d);
                     refused(req, &mut requests, &mut agenda);
                 }
             }

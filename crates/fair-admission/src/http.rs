@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::header::{HeaderValue, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
@@ -22,11 +22,11 @@ impl Overloaded {
     /// with it by itself.
     ///
     /// ```
-    /// use fair_admission::{Apf, BoxError, Class, FairnessLayer, LimitResponse, Overloaded};
+    /// use fair_admission::{LevelSpec, Apf, BoxError, Class, FairnessLayer, LimitResponse, Overloaded};
     /// use tower::{Layer, ServiceExt};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let apf = Apf::builder(1).level("all", 1, LimitResponse::Reject).build()?;
+    /// let apf = Apf::builder(1).level("all", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// let level = apf.level_id("all").unwrap();
     /// let layer = FairnessLayer::new(apf, move |_: &()| Class::new(level, "me"));
     /// // A request that never finishes holds the only seat.
@@ -62,12 +62,12 @@ impl<Cl> FairnessLayer<Cl> {
     /// holds a seat for the whole handler.
     ///
     /// ```
-    /// use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+    /// use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, LimitResponse};
     /// use http::{Request, Response};
     /// use tower::{Layer, ServiceExt};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let apf = Apf::builder(100).level("all", 1, LimitResponse::Reject).build()?;
+    /// let apf = Apf::builder(100).level("all", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
     /// let level = apf.level_id("all").unwrap();
     /// let layer = FairnessLayer::new(apf, move |req: &Request<String>| {
     ///     Class::new(level, req.headers().get("x-user").map_or("", |v| v.to_str().unwrap_or("")))
@@ -90,8 +90,8 @@ impl<Cl> FairnessLayer<Cl> {
 /// [`FairnessLayer`] for `http` services; from [`FairnessLayer::http`].
 ///
 /// ```
-/// use fair_admission::{Apf, Class, FairnessLayer, HttpFairnessLayer, LimitResponse};
-/// let apf = Apf::builder(10).exempt("all").build()?;
+/// use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, HttpFairnessLayer, LimitResponse};
+/// let apf = Apf::builder(10).level("all", LevelSpec::exempt()).build()?;
 /// let level = apf.level_id("all").unwrap();
 /// let layer: HttpFairnessLayer<_> =
 ///     FairnessLayer::new(apf, move |_: &http::Request<()>| Class::new(level, "")).http();
@@ -131,9 +131,9 @@ impl<S, Cl> tower_layer::Layer<S> for HttpFairnessLayer<Cl> {
 /// The service [`HttpFairnessLayer`] makes.
 ///
 /// ```
-/// use fair_admission::{Apf, Class, FairnessLayer, HttpFairness, LimitResponse};
+/// use fair_admission::{LevelSpec, Apf, Class, FairnessLayer, HttpFairness, LimitResponse};
 /// use tower::Layer;
-/// let apf = Apf::builder(10).exempt("all").build()?;
+/// let apf = Apf::builder(10).level("all", LevelSpec::exempt()).build()?;
 /// let level = apf.level_id("all").unwrap();
 /// let layer = FairnessLayer::new(apf, move |_: &http::Request<()>| Class::new(level, "")).http();
 /// let service = layer.layer(tower::service_fn(|_: http::Request<()>| async {
@@ -271,5 +271,73 @@ impl<B: Body> Body for SeatBody<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl<Cl> FairnessLayer<Cl> {
+    /// A service that serves the layer's [dump](FairnessLayer::dump) as
+    /// Kubernetes' API server serves its own (feature `http`): a request
+    /// whose path ends in `/dump_priority_levels`, `/dump_queues` or
+    /// `/dump_requests` gets that table as `text/plain`; any other gets
+    /// `404`. Route `/debug/api_priority_and_fairness/` to it, behind
+    /// whatever guards your debug endpoints.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, Class, FairnessLayer, LevelSpec};
+    /// use tower::ServiceExt;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let apf = Apf::builder(10).level("exempt", LevelSpec::exempt()).build()?;
+    /// let level = apf.level_id("exempt").unwrap();
+    /// let layer = FairnessLayer::new(apf, move |_: &()| Class::new(level, ""));
+    /// let request = http::Request::get("/debug/api_priority_and_fairness/dump_priority_levels")
+    ///     .body(())?;
+    /// let response = layer.debug_service().oneshot(request).await?;
+    /// assert_eq!(response.status(), 200);
+    /// assert!(response.body().starts_with("PriorityLevelName,"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+    pub fn debug_service(&self) -> DebugService {
+        DebugService {
+            layer: self.without_classifier(),
+        }
+    }
+}
+
+/// Serves a [`FairnessLayer`]'s dump like Kubernetes' debug endpoints;
+/// from [`FairnessLayer::debug_service`].
+#[derive(Clone, Debug)]
+pub struct DebugService {
+    layer: FairnessLayer<()>,
+}
+
+impl<B> tower_service::Service<Request<B>> for DebugService {
+    type Response = Response<String>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let path = req.uri().path().trim_end_matches('/');
+        let table = match path.rsplit('/').next() {
+            Some("dump_priority_levels") => Some(self.layer.dump().priority_levels()),
+            Some("dump_queues") => Some(self.layer.dump().queues()),
+            Some("dump_requests") => Some(self.layer.dump().requests()),
+            _ => None,
+        };
+        let mut response = Response::new(table.clone().unwrap_or_default());
+        match table {
+            Some(_) => {
+                let text = HeaderValue::from_static("text/plain; charset=utf-8");
+                response.headers_mut().insert(CONTENT_TYPE, text);
+            }
+            None => *response.status_mut() = StatusCode::NOT_FOUND,
+        }
+        std::future::ready(Ok(response))
     }
 }

@@ -14,21 +14,30 @@
 //!   [`crush_probability`] is the exact chance that elephants cover all of a
 //!   mouse's queues.
 //! - [`Apf`] is a server's priority levels: each holds a share of the
-//!   server's seats and either rejects what does not fit or queues it, with
-//!   fair queuing between its queues; exempt levels bypass it all.
+//!   server's seats, lends and borrows them, and either rejects what does
+//!   not fit or queues it, with Kubernetes' fair queuing between its queues
+//!   (`queueset.go`, rule for rule); exempt levels admit everything. It is
+//!   a state machine on the caller's clock, and every call returns the
+//!   requests it dispatched.
 //! - `FairnessLayer` (feature `tower`) puts an [`Apf`] in front of any tower
 //!   service and refuses overload with an error to answer as HTTP 429.
 //!
-//! The repository's `docs/fairness.md` explains the model and reproduces
-//! Kubernetes' table of crush probabilities.
+//! The repository's `docs/fairness.md` explains the model, what differs
+//! from Kubernetes, and reproduces Kubernetes' table of crush
+//! probabilities. The crate's `tests/kubernetes` are Kubernetes' own APF
+//! tests, ported.
 //!
 //! ```
-//! use fair_admission::{Admit, Apf, LimitResponse};
+//! use fair_admission::{Admit, Apf, LevelSpec, LimitResponse};
+//! use std::time::Duration;
 //!
-//! let mut apf = Apf::builder(2).level("workload", 1, LimitResponse::Reject).build()?;
+//! let queuing = LimitResponse::Queue { queues: 64, queue_length_limit: 50, hand_size: 8 };
+//! let mut apf = Apf::builder(1).level("workload", LevelSpec::limited(1, queuing)).build()?;
 //! let level = apf.level_id("workload").unwrap();
-//! let first = apf.admit(level, "alice", 1);
-//! assert!(matches!(first, Admit::Dispatched(_)));
+//! let Admit::Dispatched(first) = apf.admit(level, "alice", 1).admit else { unreachable!() };
+//! let Admit::Queued(second) = apf.admit(level, "bob", 1).admit else { unreachable!() };
+//! apf.advance(Duration::from_millis(40)); // the caller's clock
+//! assert_eq!(apf.complete(first), Some(vec![second]));
 //! # Ok::<(), fair_admission::ConfigError>(())
 //! ```
 //!
@@ -37,22 +46,27 @@
 //! | feature | adds |
 //! |---|---|
 //! | `tower` | `FairnessLayer`, the tower layer (on tokio) |
-//! | `http` | `FairnessLayer::http`: 429 with `Retry-After` from the layer, seats held until the body ends |
+//! | `http` | `FairnessLayer::http`: 429 with `Retry-After` from the layer, seats held until the body ends; `FairnessLayer::debug_service`, the dump at Kubernetes' debug paths |
 //! | `metrics` | Kubernetes' `apiserver_flowcontrol_*` metrics through the `metrics` facade |
-//! | `tracing` | an event per refused request |
+//! | `tracing` | a DEBUG event per refused request |
 //!
-//! Beyond the basics: [`ApfBuilder::lending`] lets levels lend and borrow
-//! seats, [`Apf::suggested`] and [`suggested_flow_schema`] are Kubernetes'
-//! suggested configuration, [`WorkEstimator`] sizes a request in seats as
-//! Kubernetes' LIST and mutating-request estimators do, and
+//! Beyond the basics: [`LevelSpec`] declares a level's shares, limit
+//! response and lending; [`Apf::suggested`] and [`suggested_flow_schema`]
+//! are Kubernetes' suggested configuration; [`WorkEstimator`] sizes a
+//! request in seats as Kubernetes' LIST and mutating-request estimators do;
+//! [`Apf::admit_hashed`] takes a flow hash computed by the caller;
+//! [`Apf::dump`] lists levels, queues and requests with Kubernetes' columns;
 //! [`Apf::retry_after`] is the adaptive `Retry-After`. Kubernetes'
 //! arithmetic is public too: [`allocate_concurrency`] and
 //! [`adjust_limits`] for borrowing, [`DroppedRequests`] for `Retry-After`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod apf;
 mod borrowing;
+mod builder;
 mod dealer;
+mod dump;
 mod error;
 #[cfg(feature = "http")]
 mod http;
@@ -64,27 +78,25 @@ mod observe;
 mod queue_set;
 mod retry_after;
 
+pub use apf::{Admission, Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
 pub use borrowing::{
     Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
     LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
 };
+pub use builder::{ApfBuilder, LevelSpec, LimitResponse};
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
+pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use http::{HttpFairness, HttpFairnessLayer, SeatBody};
+pub use http::{DebugService, HttpFairness, HttpFairnessLayer, SeatBody};
 pub use kubernetes::{
     FlowMatch, ObjectStats, RequestAttributes, RequestInfo, SUGGESTED_SEATS, WorkEstimate,
     WorkEstimator, suggested_flow_schema,
 };
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded};
-pub use queue_set::{
-    Admit, Apf, ApfBuilder, BORROWING_PERIOD, LevelId, LevelStats, LimitResponse,
-    MAX_BORROWING_PERIOD, MAX_CHARGED_SERVICE, MAX_ESTIMATED_SERVICE, MAX_QUEUES, MAX_RETRY_AFTER,
-    MAX_SEATS_PER_REQUEST, Rejected, Ticket,
-};
+pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};
 pub use retry_after::DroppedRequests;
 
 /// The README's example, compiled as a doc test.

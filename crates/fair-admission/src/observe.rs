@@ -1,6 +1,6 @@
 //! What the layer reports: Kubernetes' `apiserver_flowcontrol_*` metrics
 //! through the `metrics` facade (feature `metrics`) and a `tracing` event
-//! per refusal (feature `tracing`). The metric handles and level names are
+//! per refusal at DEBUG (feature `tracing`). The metric handles and level names are
 //! made once, with the layer; without the features the [`Observer`] holds
 //! nothing and its methods are empty.
 
@@ -127,7 +127,7 @@ impl Observer {
     pub(crate) fn level(&self, apf: &Apf, level: LevelId) {
         #[cfg(feature = "metrics")]
         if let (Some(stats), Some(h)) = (apf.level_stats(level), self.levels.get(level.index())) {
-            h.executing.set(f64::from(stats.seats_in_use));
+            h.executing.set(stats.seats_in_use as f64);
             h.inqueue.set(stats.waiting as f64);
             h.limit.set(f64::from(stats.seats));
         }
@@ -179,7 +179,7 @@ impl Observer {
             }
         }
         #[cfg(feature = "tracing")]
-        tracing::info!(
+        tracing::debug!(
             target: "fair_admission",
             priority_level = level,
             flow_schema = class.schema.as_str(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fair_admission::{Apf, BoxError, Class, FairnessLayer, LevelId, LimitResponse};
+use fair_admission::{Apf, BoxError, Class, FairnessLayer, LevelId, LevelSpec, LimitResponse};
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -31,9 +31,8 @@ async fn settle() {
 async fn an_idle_level_lends_its_seats_and_takes_them_back_when_busy() {
     // 20 seats: "busy" and "lender" hold 10 each; the lender may lend half.
     let apf = Apf::builder(20)
-        .level("busy", 1, QUEUE)
-        .level("lender", 1, QUEUE)
-        .lending(50, None)
+        .level("busy", LevelSpec::limited(1, QUEUE))
+        .level("lender", LevelSpec::limited(1, QUEUE).lendable_percent(50))
         .build()
         .unwrap();
     let levels: [LevelId; 2] = ["busy", "lender"].map(|n| apf.level_id(n).unwrap());
@@ -63,12 +62,15 @@ async fn an_idle_level_lends_its_seats_and_takes_them_back_when_busy() {
     let seats = |l: LevelId| layer.level_stats(l).unwrap().seats;
     let running_now = |l: usize| running[l].load(Ordering::SeqCst);
 
-    // t = 0: "busy" gets 20 requests; 10 run, 10 wait. The lender is idle.
+    // As Kubernetes does, the seats are divided once at the start, with
+    // no demand seen yet: each level's target is its lower bound (busy 10,
+    // the lender 5), scaled to the 20 seats: 13 and 7.
+    // t = 0: "busy" gets 20 requests; 13 run, 7 wait. The lender is idle.
     send(0, 20);
     settle().await;
     assert_eq!(
         (running_now(0), seats(levels[0]), seats(levels[1])),
-        (10, 10, 10)
+        (13, 13, 7)
     );
 
     // Nothing completes; at the first reallocation (10 s) demand was 20
@@ -76,14 +78,14 @@ async fn an_idle_level_lends_its_seats_and_takes_them_back_when_busy() {
     // 20 f + max(5, 0 f) = 20 gives f = 0.75, so "busy" gets 15.
     tokio::time::advance(Duration::from_millis(9_999)).await;
     settle().await;
-    assert_eq!(running_now(0), 10, "no reallocation before the period ends");
+    assert_eq!(running_now(0), 13, "no reallocation before the period ends");
     tokio::time::advance(Duration::from_millis(1)).await;
     settle().await;
     assert_eq!((seats(levels[0]), seats(levels[1])), (15, 5));
     assert_eq!(
         running_now(0),
         15,
-        "5 borrowed seats run 5 waiting requests"
+        "2 more borrowed seats run 2 waiting requests"
     );
 
     // t = 10 s: the lender's demand returns, 20 requests; 5 run at once.
@@ -103,8 +105,8 @@ async fn an_idle_level_lends_its_seats_and_takes_them_back_when_busy() {
 #[tokio::test(start_paused = true)]
 async fn levels_that_lend_nothing_keep_their_nominal_seats() {
     let apf = Apf::builder(20)
-        .level("busy", 1, QUEUE)
-        .level("idle", 1, QUEUE)
+        .level("busy", LevelSpec::limited(1, QUEUE))
+        .level("idle", LevelSpec::limited(1, QUEUE))
         .build()
         .unwrap();
     let busy = apf.level_id("busy").unwrap();

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
 use http::{Request, Response, StatusCode};
 
 use http_body_util::{BodyExt, Empty};
@@ -44,7 +44,7 @@ type Gates = Arc<std::sync::Mutex<Vec<Arc<Semaphore>>>>;
 /// chunks, each released by one permit of its gate.
 async fn serve(seats: u32, in_flight: Arc<InFlight>, gates: Gates) -> std::net::SocketAddr {
     let apf = Apf::builder(seats)
-        .level("all", 1, LimitResponse::Reject)
+        .level("all", LevelSpec::limited(1, LimitResponse::Reject))
         .build()
         .unwrap();
     let level = apf.level_id("all").unwrap();

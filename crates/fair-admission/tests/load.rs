@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
@@ -47,7 +47,10 @@ const FIFO: LimitResponse = LimitResponse::Queue {
 };
 
 async fn serve(limit: LimitResponse) -> SocketAddr {
-    let apf = Apf::builder(8).level("workload", 1, limit).build().unwrap();
+    let apf = Apf::builder(8)
+        .level("workload", LevelSpec::limited(1, limit))
+        .build()
+        .unwrap();
     let level = apf.level_id("workload").unwrap();
     let layer = FairnessLayer::new(apf, move |req: &Request<hyper::body::Incoming>| {
         let user = req.headers().get("x-user").and_then(|v| v.to_str().ok());

@@ -5,7 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fair_admission::{Apf, BoxError, Class, FairnessLayer, LimitResponse, Overloaded, Rejected};
+use fair_admission::{
+    Apf, BoxError, Class, FairnessLayer, LevelSpec, LimitResponse, Overloaded, Rejected,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -62,12 +64,14 @@ fn refusals_waits_and_seats_are_reported_under_kubernetes_names() {
                 let apf = Apf::builder(1)
                     .level(
                         "workload",
-                        1,
-                        LimitResponse::Queue {
-                            queues: 1,
-                            queue_length_limit: 1,
-                            hand_size: 1,
-                        },
+                        LevelSpec::limited(
+                            1,
+                            LimitResponse::Queue {
+                                queues: 1,
+                                queue_length_limit: 1,
+                                hand_size: 1,
+                            },
+                        ),
                     )
                     .build()
                     .unwrap();

@@ -68,8 +68,10 @@ async fn two_backlogged_flows_alternate_and_a_light_flow_is_served_promptly() {
     for t in tasks {
         t.await.unwrap().unwrap();
     }
-    // 1 s of work each, and never behind more than the one running.
-    assert!(light_waits.iter().all(|w| *w <= 2 * SEC), "{light_waits:?}");
+    // 1 s of work each, behind at most the one running and one of each
+    // backlogged flow (fair queuing's virtual clock owes a queue that
+    // waited since before the light request came its turn first).
+    assert!(light_waits.iter().all(|w| *w <= 3 * SEC), "{light_waits:?}");
     let log = log.lock();
     // Until the backlogs drain, the two heavy flows take turns.
     let heavy: Vec<&str> = log

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use fair_admission::{
-    Apf, BoxError, Class, FairnessLayer, LevelId, LimitResponse, ObjectStats, Overloaded, Rejected,
-    RequestInfo, WorkEstimate, WorkEstimator,
+    Apf, BoxError, Class, FairnessLayer, LevelId, LevelSpec, LimitResponse, ObjectStats,
+    Overloaded, Rejected, RequestInfo, WorkEstimate, WorkEstimator,
 };
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -26,7 +26,7 @@ fn server(
     LevelId,
 ) {
     let apf = Apf::builder(seats)
-        .level("l", 1, LimitResponse::Reject)
+        .level("l", LevelSpec::limited(1, LimitResponse::Reject))
         .build()
         .unwrap();
     let l = apf.level_id("l").unwrap();

@@ -1,7 +1,7 @@
 //! Kubernetes' suggested configuration: its priority levels, and its flow
 //! schemas as a classifier of Kubernetes-style requests.
 
-use crate::{Apf, ApfBuilder, LimitResponse};
+use crate::{Apf, ApfBuilder, LevelSpec, LimitResponse};
 
 /// The server's seats in Kubernetes' default configuration: 400 in-flight
 /// requests (`--max-requests-inflight`) plus 200 mutating ones
@@ -44,7 +44,7 @@ impl Apf {
     /// ```
     /// use fair_admission::{Apf, SUGGESTED_SEATS};
     /// let apf = Apf::suggested(SUGGESTED_SEATS).build()?;
-    /// let seats = |name| apf.level_stats(apf.level_id(name).unwrap()).unwrap().seats;
+    /// let seats = |name| apf.level_stats(apf.level_id(name).unwrap()).unwrap().nominal_seats;
     /// // 600 · 100 / 245 shares, rounded up.
     /// assert_eq!(seats("workload-low"), 245);
     /// assert_eq!(seats("exempt"), 0);
@@ -52,9 +52,12 @@ impl Apf {
     /// ```
     pub fn suggested(seats: u32) -> ApfBuilder {
         LEVELS.iter().fold(
-            Apf::builder(seats).exempt("exempt"),
+            Apf::builder(seats).level("exempt", LevelSpec::exempt()),
             |builder, &(name, shares, lendable, limit)| {
-                builder.level(name, shares, limit).lending(lendable, None)
+                builder.level(
+                    name,
+                    LevelSpec::limited(shares, limit).lendable_percent(lendable),
+                )
             },
         )
     }
@@ -395,7 +398,7 @@ mod tests {
         ];
         for (name, seats) in expected {
             let stats = apf.level_stats(apf.level_id(name).unwrap()).unwrap();
-            assert_eq!(stats.seats, seats, "{name}");
+            assert_eq!(stats.nominal_seats, seats, "{name}");
         }
     }
 }

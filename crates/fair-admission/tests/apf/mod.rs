@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fair_admission::{Apf, LevelId, LimitResponse};
+use fair_admission::{Apf, LevelId, LevelSpec, LimitResponse};
 
 /// A server of `seats` seats with one level, "workload", that queues in
 /// `queues` queues of `limit`, hands of `hand`; service estimated at 1 s.
@@ -11,12 +11,14 @@ pub fn queuing(seats: u32, queues: usize, hand: usize, limit: usize) -> (Apf, Le
     let apf = Apf::builder(seats)
         .level(
             "workload",
-            1,
-            LimitResponse::Queue {
-                queues,
-                queue_length_limit: limit,
-                hand_size: hand,
-            },
+            LevelSpec::limited(
+                1,
+                LimitResponse::Queue {
+                    queues,
+                    queue_length_limit: limit,
+                    hand_size: hand,
+                },
+            ),
         )
         .estimated_service(Duration::from_secs(1))
         .build()

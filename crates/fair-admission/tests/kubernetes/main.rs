@@ -3,9 +3,12 @@
 //! names the Go test it ports and where it is; each runs on a virtual
 //! clock. Where a port deliberately differs, it says so and why.
 
+mod borrowing;
 mod conc_alloc;
 mod dropped_requests;
 mod max_seats;
+mod queueset;
+mod scenario;
 mod shuffle_sharding;
 mod width;
 

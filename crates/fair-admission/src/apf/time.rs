@@ -1,0 +1,164 @@
+//! What time does to an [`Apf`]: seats held for an additional latency are
+//! freed when it ends, and the server's seats are divided again between
+//! the levels every borrowing period.
+
+use std::time::Duration;
+
+use super::{Apf, Ticket};
+use crate::adjust_limits;
+
+impl Apf {
+    /// Tells the `Apf` the time, on any monotonic clock of the caller's
+    /// (the layer uses the time since it was made); a time earlier than one
+    /// already given is ignored. Everything due up to `now` happens at the
+    /// time it was due, in order:
+    ///
+    /// - **Additional latency.** Seats held after a request completed are
+    ///   freed when its additional latency ends.
+    /// - **Borrowing.** Every [`borrowing_period`](crate::ApfBuilder::borrowing_period),
+    ///   if any level lends, the server's seats are divided again between
+    ///   the levels as Kubernetes does: each level is held between its
+    ///   nominal seats less what it lends and its nominal seats plus what it
+    ///   may borrow, and no lower than the demand it had (up to its nominal
+    ///   seats); the rest goes by its smoothed seat demand.
+    ///
+    /// Returns the waiting requests these dispatched, in order.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, LevelSpec, LimitResponse};
+    /// use std::time::Duration;
+    /// let queuing = LimitResponse::Queue { queues: 8, queue_length_limit: 50, hand_size: 2 };
+    /// let mut apf = Apf::builder(4)
+    ///     .level("a", LevelSpec::limited(1, queuing))
+    ///     .level("b", LevelSpec::limited(1, queuing).lendable_percent(100))
+    ///     .build()?;
+    /// let (a, b) = (apf.level_id("a").unwrap(), apf.level_id("b").unwrap());
+    /// // Nobody asked for anything yet: "b" lends all its 2 seats to "a".
+    /// assert_eq!(apf.level_stats(a).unwrap().seats, 4);
+    /// for i in 0..4 {
+    ///     let _ = apf.admit(b, &i, 1); // all four wait
+    /// }
+    /// assert_eq!(apf.level_stats(b).unwrap().waiting, 4);
+    /// // After a period of "b" wanting 4 seats and "a" none, "b" has its
+    /// // nominal 2 back, and two of its requests run.
+    /// let dispatched = apf.advance(Duration::from_secs(10));
+    /// assert_eq!(dispatched.len(), 2);
+    /// assert_eq!(apf.level_stats(b).unwrap().seats, 2);
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn advance(&mut self, now: Duration) -> Vec<Ticket> {
+        let mut out = Vec::new();
+        if now <= self.now {
+            return out;
+        }
+        let mut divisions = 0u32;
+        loop {
+            let linger = self.lingering.first().map(|&(at, _)| at);
+            let division = self.next_division();
+            match (linger, division) {
+                (Some(at), d) if at <= now && d.is_none_or(|d| at <= d) => {
+                    self.now = self.now.max(at);
+                    out.extend(self.release_lingering());
+                }
+                (_, Some(mut at)) if at <= now => {
+                    // Every period due is divided at its time, as
+                    // Kubernetes' timer would; after a thousand in one
+                    // call (a clock that jumped far ahead), the rest are
+                    // taken as one, at the last period due.
+                    divisions += 1;
+                    if divisions > Self::MAX_DIVISIONS_AT_ONCE {
+                        let period = self.period.as_nanos();
+                        let skip = (now - at).as_nanos() / period * period;
+                        at = at.saturating_add(nanos(skip));
+                        while let Some(&(l, _)) = self.lingering.first() {
+                            if l > at {
+                                break;
+                            }
+                            self.now = self.now.max(l);
+                            out.extend(self.release_lingering());
+                        }
+                    }
+                    self.now = self.now.max(at);
+                    out.extend(self.reallocate(at));
+                }
+                _ => break,
+            }
+        }
+        self.now = now;
+        out
+    }
+
+    /// Divisions of the seats one [`advance`](Self::advance) makes one by
+    /// one before it takes the rest as one.
+    const MAX_DIVISIONS_AT_ONCE: u32 = 1_000;
+
+    /// The time it is, as last given to [`advance`](Self::advance).
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// When [`advance`](Self::advance) next has something to do (seats to
+    /// free, or the seats to divide), if ever.
+    ///
+    /// ```
+    /// use fair_admission::{Apf, LevelSpec, LimitResponse};
+    /// let apf = Apf::builder(4).level("l", LevelSpec::limited(1, LimitResponse::Reject)).build()?;
+    /// assert_eq!(apf.next_event(), None); // nothing lingers, nothing lends
+    /// # Ok::<(), fair_admission::ConfigError>(())
+    /// ```
+    pub fn next_event(&self) -> Option<Duration> {
+        let linger = self.lingering.first().map(|&(at, _)| at);
+        match (linger, self.next_division()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the seats are next divided between levels, if any lends.
+    pub(crate) fn next_division(&self) -> Option<Duration> {
+        // At the end of time, never again.
+        self.adjusted_at
+            .checked_add(self.period)
+            .filter(|_| self.lends)
+    }
+
+    /// Frees the seats of the request whose additional latency ends first,
+    /// at that time, and dispatches what then fits.
+    fn release_lingering(&mut self) -> Vec<Ticket> {
+        let Some((at, ticket)) = self.lingering.pop_first() else {
+            return Vec::new();
+        };
+        let Some(r) = self.requests.remove(&ticket) else {
+            return Vec::new();
+        };
+        let l = &mut self.levels[r.level];
+        l.queues.sync(at);
+        l.queues.release(r.queue, r.max_seats());
+        self.dispatch(r.level, at)
+    }
+
+    /// Divides the seats between the levels at `at` from their demand
+    /// since the last time, and dispatches what fits under the new limits.
+    pub(crate) fn reallocate(&mut self, at: Duration) -> Vec<Ticket> {
+        self.adjusted_at = at;
+        for l in &mut self.levels {
+            l.queues.sync(at);
+        }
+        // A failed division keeps the limits as they were, as Kubernetes
+        // does; nothing else is to be done about it here.
+        let _ = adjust_limits(at, &mut self.borrowing);
+        let mut out = Vec::new();
+        for i in 0..self.levels.len() {
+            let limit = self.borrowing[i].current_limit();
+            self.levels[i].queues.set_limit(limit);
+            out.extend(self.dispatch(i, at));
+        }
+        out
+    }
+}
+
+/// `n` nanoseconds, saturating at [`Duration::MAX`].
+fn nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (n % 1_000_000_000) as u32)
+}

@@ -1,0 +1,22 @@
+//! A tower layer that admits requests through an [`Apf`](crate::Apf): the
+//! layer, the service it makes, the refusal, the request's class, and the
+//! seats a running request holds.
+
+mod class;
+mod error;
+mod future;
+#[allow(clippy::module_inception)]
+mod layer;
+mod seat;
+mod service;
+mod shared;
+
+pub use class::Class;
+pub use error::{BoxError, Overloaded};
+pub use future::ResponseFuture;
+pub use layer::FairnessLayer;
+#[cfg(feature = "http")]
+pub(crate) use seat::Seat;
+#[cfg(feature = "http")]
+pub(crate) use service::Call;
+pub use service::Fairness;

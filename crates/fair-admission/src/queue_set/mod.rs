@@ -1,0 +1,363 @@
+//! One priority level's queue set: Kubernetes' fair queuing for server
+//! requests (`queueset.go`), rule for rule.
+//!
+//! - **Virtual time.** A progress meter `R` counts the seat-seconds each
+//!   busy queue has been allotted: it advances with real time at
+//!   `min(seats asked for, limit) / busy queues` per second, where a queue is
+//!   busy while a request of it waits or executes.
+//! - **Queues start** at the current `R` when a request arrives to a queue
+//!   with nothing waiting or executing; otherwise they keep their place.
+//! - **Selection.** The next request is the head of the queue whose
+//!   `next dispatch R + head's work` is least, searching round robin from
+//!   the queue after the one served last (so ties rotate). If that head does
+//!   not fit, nothing is dispatched.
+//! - **Charging.** Dispatch adds the request's estimated work (initial seats
+//!   × the estimated service time, plus final seats × additional latency) to
+//!   its queue's next dispatch R; completion corrects the initial part to
+//!   the time it really ran.
+//! - **Anti-windup.** A queue's next dispatch R never falls below the
+//!   arrival R of its oldest waiting request.
+//! - **Widths.** Any width is taken; a request wider than the limit runs
+//!   alone, once nothing else executes.
+
+mod queue;
+mod seat_seconds;
+
+use std::time::Duration;
+
+pub(crate) use queue::{Queue, Waiter};
+pub(crate) use seat_seconds::SeatSeconds;
+
+use crate::{Dealer, Rejected, Ticket, WorkEstimate};
+
+/// How a level meets a request it has no seat for.
+#[derive(Debug, Clone)]
+pub(crate) enum Mode {
+    /// Never limited (Kubernetes' exempt level).
+    Exempt,
+    /// Refused at once.
+    Reject,
+    /// Queued: shuffle sharding over the queues, then fair queuing.
+    Queue {
+        dealer: Dealer,
+        queue_length_limit: usize,
+    },
+}
+
+/// A request that left its queue to execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dispatch {
+    pub(crate) ticket: Ticket,
+    pub(crate) queue: usize,
+    /// Its work, final seats lowered to the limit if they exceeded it (the
+    /// additional latency stretched to keep the final work).
+    pub(crate) work: WorkEstimate,
+}
+
+/// Where a new request went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Executing at once, in no queue (exempt and rejecting levels).
+    Executing,
+    /// Waiting in this queue (possibly dispatched by the next
+    /// [`QueueSet::dispatch`]).
+    Enqueued(usize),
+}
+
+/// A level's counts and queues (Kubernetes' `queueSet`).
+#[derive(Debug, Clone)]
+pub(crate) struct QueueSet {
+    pub(crate) mode: Mode,
+    pub(crate) queues: Vec<Queue>,
+    /// The concurrency limit, in seats.
+    pub(crate) limit: u32,
+    /// Estimated service time of a request's initial phase.
+    estimate: Duration,
+    /// The progress meter.
+    pub(crate) r: SeatSeconds,
+    /// When `r` was last brought up to date.
+    synced_at: Duration,
+    /// The queue dispatched from last.
+    robin: usize,
+    /// Requests ever enqueued: where the search of a hand starts.
+    enqueues: usize,
+    pub(crate) waiting: usize,
+    pub(crate) seats_waiting: u64,
+    pub(crate) executing: usize,
+    pub(crate) seats_in_use: u64,
+    /// Queues with a request waiting or executing.
+    active_queues: usize,
+    pub(crate) dispatched: u64,
+    pub(crate) rejected: u64,
+    pub(crate) cancelled: u64,
+    /// Times `r` was wound back.
+    pub(crate) epochs: u64,
+}
+
+impl QueueSet {
+    pub(crate) fn new(mode: Mode, queues: usize, limit: u32, estimate: Duration) -> Self {
+        QueueSet {
+            mode,
+            queues: vec![Queue::default(); queues],
+            limit,
+            estimate,
+            r: SeatSeconds(0),
+            synced_at: Duration::ZERO,
+            robin: 0,
+            enqueues: 0,
+            waiting: 0,
+            seats_waiting: 0,
+            executing: 0,
+            seats_in_use: 0,
+            active_queues: 0,
+            dispatched: 0,
+            rejected: 0,
+            cancelled: 0,
+            epochs: 0,
+        }
+    }
+
+    /// Seats in use plus seats waiting: the level's seat demand.
+    pub(crate) fn seat_demand(&self) -> f64 {
+        (self.seats_in_use + self.seats_waiting) as f64
+    }
+
+    /// Advances the progress meter to `now`, assuming the state has not
+    /// changed since it was last advanced. Call before any change.
+    pub(crate) fn sync(&mut self, now: Duration) {
+        let elapsed = now.saturating_sub(self.synced_at);
+        self.synced_at = self.synced_at.max(now);
+        if self.active_queues == 0 || elapsed.is_zero() {
+            return;
+        }
+        let asked = (self.seats_in_use + self.seats_waiting) as f64;
+        let rate = asked.min(f64::from(self.limit)) / self.active_queues as f64;
+        // One step never crosses more than a quarter of the meter's range,
+        // so that winding back keeps every reading in order (a clock that
+        // jumps years ahead moves it that far and no further).
+        let step = SeatSeconds::times(rate, elapsed).min(SeatSeconds(SeatSeconds::EPOCH.0 / 2));
+        self.r = self.r.plus(step);
+        if self.r >= SeatSeconds::HIGH {
+            self.wind_back();
+        }
+    }
+
+    /// Subtracts [`SeatSeconds::EPOCH`] from `r` and every reading taken
+    /// from it; an idle queue restarts at zero.
+    fn wind_back(&mut self) {
+        let epoch = SeatSeconds::EPOCH;
+        self.r = self.r.minus(epoch);
+        for q in &mut self.queues {
+            if !q.is_active() {
+                q.next_dispatch_r = SeatSeconds(0);
+                continue;
+            }
+            q.next_dispatch_r = SeatSeconds(q.next_dispatch_r.0.saturating_sub(epoch.0));
+            for w in &mut q.waiting {
+                w.arrival_r = SeatSeconds(w.arrival_r.0.saturating_sub(epoch.0));
+            }
+        }
+        self.epochs += 1;
+    }
+
+    /// Sets the concurrency limit (after [`sync`](Self::sync)).
+    pub(crate) fn set_limit(&mut self, limit: u32) {
+        self.limit = limit;
+    }
+
+    /// Whether a request of `seats` seats may start now.
+    fn fits(&self, seats: u64) -> bool {
+        match self.mode {
+            Mode::Exempt => true,
+            // Too wide for the limit: it runs alone.
+            _ if seats > u64::from(self.limit) => self.executing == 0,
+            _ => self.seats_in_use + seats <= u64::from(self.limit),
+        }
+    }
+
+    /// A request arrives (after [`sync`](Self::sync)): it executes at once,
+    /// is enqueued, or is refused.
+    pub(crate) fn start(
+        &mut self,
+        ticket: Ticket,
+        hash: u64,
+        work: WorkEstimate,
+    ) -> Result<Start, Rejected> {
+        let seats = u64::from(work.initial_seats.max(work.final_seats));
+        let (dealer, queue_length_limit) = match &self.mode {
+            Mode::Queue {
+                dealer,
+                queue_length_limit,
+            } => (dealer, *queue_length_limit),
+            Mode::Exempt | Mode::Reject => {
+                if !self.fits(seats) {
+                    self.rejected += 1;
+                    return Err(Rejected::NoSeat);
+                }
+                self.executing += 1;
+                self.seats_in_use += seats;
+                self.dispatched += 1;
+                return Ok(Start::Executing);
+            }
+        };
+        let mut cards = [0usize; crate::dealer::MAX_HAND];
+        let mut size = 0;
+        for card in dealer.deal(hash) {
+            cards[size] = card;
+            size += 1;
+        }
+        let queue = self.shuffle_shard(&cards[..size]);
+        if self.seats_in_use >= u64::from(self.limit)
+            && self.queues[queue].waiting.len() >= queue_length_limit
+        {
+            self.rejected += 1;
+            return Err(Rejected::QueueFull);
+        }
+        let final_work = SeatSeconds::times(f64::from(work.final_seats), work.additional_latency);
+        let waiter = Waiter {
+            ticket,
+            work,
+            total_work: SeatSeconds::times(f64::from(work.initial_seats), self.estimate)
+                .plus(final_work),
+            final_work,
+            arrival_r: self.r,
+        };
+        let r = self.r;
+        let q = &mut self.queues[queue];
+        if !q.is_active() {
+            q.next_dispatch_r = r;
+            self.active_queues += 1;
+        }
+        q.push(waiter);
+        q.bound_next_dispatch();
+        self.waiting += 1;
+        self.seats_waiting += seats;
+        Ok(Start::Enqueued(queue))
+    }
+
+    /// The queue of the flow's hand with the least work waiting; the search
+    /// starts one card further along the hand with every request.
+    fn shuffle_shard(&mut self, hand: &[usize]) -> usize {
+        let size = hand.len();
+        let offset = self.enqueues % size;
+        self.enqueues = self.enqueues.wrapping_add(1);
+        let (mut best, mut least) = (hand[offset], SeatSeconds::MAX);
+        for i in 0..size {
+            let q = hand[(offset + i) % size];
+            let work = self.queues[q].sum.total_work;
+            if work < least {
+                (best, least) = (q, work);
+            }
+        }
+        best
+    }
+
+    /// Dispatches as many waiting requests as fit, by fair queuing.
+    pub(crate) fn dispatch(&mut self) -> Vec<Dispatch> {
+        let mut out = Vec::new();
+        while self.waiting > 0 && self.seats_in_use < u64::from(self.limit) {
+            match self.dispatch_one() {
+                Some(d) => out.push(d),
+                None => break,
+            }
+        }
+        out
+    }
+
+    fn dispatch_one(&mut self) -> Option<Dispatch> {
+        let n = self.queues.len();
+        let mut min: Option<(usize, SeatSeconds)> = None;
+        let mut robin = self.robin;
+        for _ in 0..n {
+            robin = (robin + 1) % n;
+            let q = &self.queues[robin];
+            if let Some(head) = q.waiting.front() {
+                let finish = q.next_dispatch_r.plus(head.total_work);
+                if min.is_none_or(|(_, least)| finish < least) {
+                    min = Some((robin, finish));
+                }
+            }
+        }
+        let (index, _) = min?;
+        let head = self.queues[index].waiting.front()?;
+        if !self.fits(head.max_seats()) {
+            return None;
+        }
+        let limit = self.limit;
+        let q = &mut self.queues[index];
+        let mut waiter = q.remove(0)?;
+        let seats = waiter.max_seats();
+        // Final seats beyond the limit are lowered to it, the additional
+        // latency stretched to keep the same final work.
+        if waiter.work.final_seats > limit {
+            waiter.work.final_seats = limit;
+            waiter.work.additional_latency = waiter.final_work.per_seat(f64::from(limit));
+        }
+        self.robin = index;
+        self.waiting -= 1;
+        self.seats_waiting -= seats;
+        let held = waiter.max_seats();
+        q.executing += 1;
+        q.seats_in_use += held;
+        q.next_dispatch_r = q.next_dispatch_r.plus(waiter.total_work);
+        q.bound_next_dispatch();
+        self.executing += 1;
+        self.seats_in_use += held;
+        self.dispatched += 1;
+        Some(Dispatch {
+            ticket: waiter.ticket,
+            queue: index,
+            work: waiter.work,
+        })
+    }
+
+    /// A request's initial phase ended after running for `ran` (after
+    /// [`sync`](Self::sync)): its queue's charge is corrected from the
+    /// estimate to the real time. Its seats are released by
+    /// [`release`](Self::release), now or after its additional latency.
+    pub(crate) fn finish(&mut self, queue: Option<usize>, initial_seats: u32, ran: Duration) {
+        self.executing -= 1;
+        let Some(q) = queue.and_then(|i| self.queues.get_mut(i)) else {
+            return;
+        };
+        q.executing -= 1;
+        let estimate = self.estimate.as_nanos() as f64;
+        let correction =
+            SeatSeconds::of(f64::from(initial_seats), estimate - ran.as_nanos() as f64);
+        q.next_dispatch_r = q.next_dispatch_r.minus(correction);
+        q.bound_next_dispatch();
+        if !q.is_active() {
+            self.active_queues -= 1;
+        }
+    }
+
+    /// Frees `seats` held by a request of `queue` (after
+    /// [`sync`](Self::sync)).
+    pub(crate) fn release(&mut self, queue: Option<usize>, seats: u64) {
+        self.seats_in_use -= seats;
+        if let Some(q) = queue.and_then(|i| self.queues.get_mut(i)) {
+            q.seats_in_use -= seats;
+        }
+    }
+
+    /// A waiting request gives up (after [`sync`](Self::sync)); `false` if
+    /// it is not in `queue`.
+    pub(crate) fn cancel(&mut self, queue: usize, ticket: Ticket) -> bool {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return false;
+        };
+        let Some(at) = q.waiting.iter().position(|w| w.ticket == ticket) else {
+            return false;
+        };
+        let waiter = q.remove(at).expect("found above");
+        q.bound_next_dispatch();
+        if !q.is_active() {
+            self.active_queues -= 1;
+        }
+        self.waiting -= 1;
+        self.seats_waiting -= waiter.max_seats();
+        self.rejected += 1;
+        self.cancelled += 1;
+        true
+    }
+}
