@@ -107,7 +107,9 @@ pub use builder::ObjectBackoffBuilder;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
-pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, SpawnError, clock::TokioClock};
+pub use keyed_backoff::{
+    ConfigError, GcTaskGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+};
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
 
