@@ -43,6 +43,8 @@ struct Shared<K: Lookup> {
     bucket: Option<Bucket>,
     dyntype: K::DynamicType,
     skip_while_in_backoff: bool,
+    /// Whether the manager detects outages.
+    outage: bool,
     tally: Tally,
 }
 
@@ -84,6 +86,7 @@ where
         bucket: Option<Bucket>,
         dyntype: K::DynamicType,
         skip_while_in_backoff: bool,
+        outage: bool,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -91,6 +94,7 @@ where
                 bucket,
                 dyntype,
                 skip_while_in_backoff,
+                outage,
                 tally: Tally::default(),
             }),
         }
@@ -258,7 +262,10 @@ where
     }
 
     /// The totals so far: failures counted, early failures refused,
-    /// successes, skipped runs, panics.
+    /// successes, skipped runs, panics; and, with
+    /// [`outage`](crate::ObjectBackoffBuilder::outage) detection on,
+    /// whether an outage is under way, the objects it holds and the
+    /// outages so far.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -275,7 +282,10 @@ where
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.tally.read()
+        let shared = &self.shared;
+        shared
+            .tally
+            .read(shared.outage.then(|| shared.manager.stats()))
     }
 
     /// The underlying keyed manager, for what this type does not wrap:

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
-use keyed_backoff::{Backoff, ConfigError, Settings};
+use keyed_backoff::{Backoff, ConfigError, OutageSettings, Settings};
 use kube::runtime::reflector::Lookup;
 
 use crate::backoff::ObjectBackoff;
@@ -27,7 +27,8 @@ where
 /// Defaults: no jitter; an object's entry expires `2 * max` after its last
 /// failure (client-go's rule), so an object quiet that long starts over at
 /// `initial`; no controller-wide rate limit; every run reaches the
-/// reconcile body. [`build`](Self::build) checks every value.
+/// reconcile body; no outage detection. [`build`](Self::build) checks every
+/// value.
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -58,7 +59,9 @@ pub struct ObjectBackoffBuilder<K: Lookup> {
     settings: Settings,
     bucket: Option<BucketLimit>,
     dyntype: K::DynamicType,
-    skip_while_in_backoff: bool,
+    /// `None` until set: then on exactly when outage detection is.
+    skip_while_in_backoff: Option<bool>,
+    outage: Option<OutageSettings>,
 }
 
 impl<K> ObjectBackoffBuilder<K>
@@ -88,7 +91,8 @@ where
             settings: Settings::new(initial, max),
             bucket: None,
             dyntype,
-            skip_while_in_backoff: false,
+            skip_while_in_backoff: None,
+            outage: None,
         }
     }
 
@@ -133,14 +137,69 @@ where
     /// reconcile body and requeues at the wait left, so no event can make a
     /// failing object run faster than its backoff. With `false`, every
     /// run reaches the body, and only the count of failures is protected.
+    /// Off by default, on by default with [`outage`](Self::outage), which
+    /// refuses `false`.
     pub fn skip_while_in_backoff(mut self, skip: bool) -> Self {
-        self.skip_while_in_backoff = skip;
+        self.skip_while_in_backoff = Some(skip);
+        self
+    }
+
+    /// Turns on outage-aware backoff (the core's
+    /// [`BackoffBuilder::outage`](keyed_backoff::BackoffBuilder::outage))
+    /// and with it [`skip_while_in_backoff`](Self::skip_while_in_backoff):
+    /// when many objects newly fail together while (almost) none succeeds,
+    /// no object climbs its own ladder; the objects wait on one short
+    /// shared ladder, spread over it, while a few probe the dependency, and
+    /// once successes return they are let go at
+    /// [`release_rate`](OutageSettings::release_rate) per second, each at
+    /// its level from before the outage. A success (a reset) ends it.
+    ///
+    /// An outage holds back only runs that ask before they reach the body,
+    /// so skipping is part of the feature: `build` refuses
+    /// `skip_while_in_backoff(false)` with it (with an error policy alone,
+    /// every requeue would reach the dependency once per step of the shared
+    /// ladder, more often than the objects' own ladders would).
+    /// [`ObjectBackoff::stats`] reports the outage.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::{ObjectBackoffBuilder, OutageSettings};
+    /// let backoff = ObjectBackoffBuilder::<ConfigMap>::kubelet()
+    ///     .outage(OutageSettings::default().min_failing_keys(3))
+    ///     .build()?;
+    /// for name in ["a", "b", "c"] {
+    ///     let mut cm = ConfigMap::default();
+    ///     cm.metadata.name = Some(name.into());
+    ///     backoff.on_error(&cm);
+    /// }
+    /// // Three objects newly failed and none succeeded: an outage. An
+    /// // object that has not failed is held as well.
+    /// assert!(backoff.stats().in_outage);
+    /// let mut new = ConfigMap::default();
+    /// new.metadata.name = Some("d".into());
+    /// assert!(backoff.remaining(&new).is_some());
+    ///
+    /// let err = ObjectBackoffBuilder::<ConfigMap>::kubelet()
+    ///     .outage(OutageSettings::default())
+    ///     .skip_while_in_backoff(false)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "skip_while_in_backoff");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn outage(mut self, settings: OutageSettings) -> Self {
+        self.outage = Some(settings);
         self
     }
 
     /// Checks the settings and builds; errors name the field and its
     /// allowed range, as the core builder's do (`initial`, `max`, `jitter`,
-    /// `expire_after`, and `overall_rate_limit.per_second` / `.burst`).
+    /// `expire_after`, `overall_rate_limit.per_second` / `.burst`, the
+    /// `outage.*` settings, and `skip_while_in_backoff` turned off with
+    /// an outage).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -154,15 +213,26 @@ where
     /// assert!(err.to_string().contains("finite"));
     /// ```
     pub fn build(self) -> Result<ObjectBackoff<K>, ConfigError> {
-        let manager = Backoff::from_settings(self.settings)
-            .clock(TokioClock)
-            .build()?;
+        let outage = self.outage.is_some();
+        if outage && self.skip_while_in_backoff == Some(false) {
+            return Err(ConfigError::new(
+                "skip_while_in_backoff",
+                "true with outage detection on (an outage holds back only runs that ask)",
+                false,
+            ));
+        }
+        let mut manager = Backoff::from_settings(self.settings).clock(TokioClock);
+        if let Some(settings) = self.outage {
+            manager = manager.outage(settings);
+        }
+        let manager = manager.build()?;
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(
             manager,
             bucket.map(Bucket::new),
             self.dyntype,
-            self.skip_while_in_backoff,
+            self.skip_while_in_backoff.unwrap_or(outage),
+            outage,
         ))
     }
 }

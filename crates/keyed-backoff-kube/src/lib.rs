@@ -39,6 +39,11 @@
 //! | [`workqueue`](ObjectBackoff::workqueue) | 5 ms doubling to 1000 s | token bucket 10/s, burst 100 | client-go `DefaultTypedControllerRateLimiter` |
 //! | [`controller_runtime`](ObjectBackoff::controller_runtime) | 5 ms doubling to 1000 s | none | controller-runtime's default with its priority queue |
 //!
+//! Each preset turns on outage-aware backoff (when one dependency every
+//! object needs is down) in one line on its builder:
+//! `ObjectBackoffBuilder::workqueue().outage(OutageSettings::default())`;
+//! see [`outage`](ObjectBackoffBuilder::outage).
+//!
 //! # Observability
 //!
 //! [`stats`](ObjectBackoff::stats) are always kept. With the
@@ -107,7 +112,9 @@ pub use builder::ObjectBackoffBuilder;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
-pub use keyed_backoff::{ConfigError, GcTaskGuard, InBackoff, SpawnError, clock::TokioClock};
+pub use keyed_backoff::{
+    ConfigError, GcTaskGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+};
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
 

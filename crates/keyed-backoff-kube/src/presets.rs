@@ -118,14 +118,15 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// [`ObjectBackoff::kubelet`] as a builder, to adjust before building.
+    /// [`ObjectBackoff::kubelet`] as a builder, to adjust before building,
+    /// for example to turn on [`outage`](Self::outage) detection.
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoffBuilder;
+    /// use keyed_backoff_kube::{ObjectBackoffBuilder, OutageSettings};
     /// use std::time::Duration;
     /// let backoff = ObjectBackoffBuilder::<ConfigMap>::kubelet()
-    ///     .skip_while_in_backoff(true)
+    ///     .outage(OutageSettings::default())
     ///     .build()?;
     /// assert_eq!(backoff.manager().max(), Duration::from_secs(300));
     /// # Ok::<(), keyed_backoff_kube::ConfigError>(())
@@ -134,13 +135,15 @@ where
         ObjectBackoff::builder(Duration::from_secs(10), Duration::from_secs(300))
     }
 
-    /// [`ObjectBackoff::workqueue`] as a builder, to adjust before building.
+    /// [`ObjectBackoff::workqueue`] as a builder, to adjust before building
+    /// (`.outage(OutageSettings::default())` turns on outage detection).
     pub fn workqueue() -> Self {
         ObjectBackoff::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX).overall_rate_limit(10.0, 100)
     }
 
     /// [`ObjectBackoff::controller_runtime`] as a builder, to adjust before
-    /// building.
+    /// building (`.outage(OutageSettings::default())` turns on outage
+    /// detection).
     pub fn controller_runtime() -> Self {
         ObjectBackoff::builder(WORKQUEUE_INITIAL, WORKQUEUE_MAX)
     }

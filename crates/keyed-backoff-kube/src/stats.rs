@@ -28,6 +28,13 @@ pub struct Stats {
     /// Reconciles that panicked (each is also a failure or a refusal when
     /// the error policy sees it).
     pub panics: u64,
+    /// Whether an outage is under way (only with
+    /// [`outage`](crate::ObjectBackoffBuilder::outage) detection on).
+    pub in_outage: bool,
+    /// Objects an outage holds now, or holds until they are let go after it.
+    pub held: usize,
+    /// Outages declared so far.
+    pub outages: u64,
 }
 
 /// One total, bumped from any thread.
@@ -55,14 +62,20 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// The totals now.
-    pub(crate) fn read(&self) -> Stats {
+    /// The totals now, with the outage's state from `manager` (the
+    /// core's stats, read only when detection is on: they visit every
+    /// entry).
+    pub(crate) fn read(&self, manager: Option<keyed_backoff::Stats>) -> Stats {
+        let manager = manager.unwrap_or_default();
         Stats {
             failures: self.failures.get(),
             refusals: self.refusals.get(),
             successes: self.successes.get(),
             skips: self.skips.get(),
             panics: self.panics.get(),
+            in_outage: manager.in_outage,
+            held: manager.held,
+            outages: manager.outages,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! a real `Controller` against a mocked API server, under tokio's paused
 //! time.
 
+mod detected;
 mod outage;
 #[path = "../support/mod.rs"]
 mod support;
@@ -89,9 +90,9 @@ async fn without_the_bucket_the_same_failures_are_all_retried_within_millisecond
 /// calls that reached the dependency during the outage (busiest second) |
 /// the last object's first success after recovery | busiest second after
 /// recovery.
-const OUTAGE_OBJECTS: usize = 1_000;
+pub(crate) const OUTAGE_OBJECTS: usize = 1_000;
 
-async fn outage_row(
+pub(crate) async fn outage_row(
     preset: &str,
     builder: ObjectBackoffBuilder<ConfigMap>,
     down_for: Duration,

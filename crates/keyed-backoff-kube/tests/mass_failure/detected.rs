@@ -1,0 +1,136 @@
+//! The same outages with outage detection on: `.outage(...)` on each
+//! preset's builder, everything else as the preset has it.
+//!
+//! kube-runtime spawns every ready reconcile as its own task and runs the
+//! error policy only when the controller's task collects a finished one:
+//! the 1,000 first reconciles all reach the dependency before any failure
+//! is reported, so no detector can hold them back. What detection saves
+//! is every run after those.
+
+use std::time::Duration;
+
+use keyed_backoff_kube::{ObjectBackoffBuilder, OutageSettings};
+
+use crate::outage::Measured;
+use crate::{OUTAGE_OBJECTS, outage_row};
+
+/// The default settings' probes per step: the probes that find the
+/// dependency back are runs of their own, in the release's first second.
+const PROBES: usize = 3;
+
+/// What every run with detection on must show against the same preset's
+/// run without it (`off`), with held objects let go at `release_rate`:
+/// no second of the recovery sees more than the released objects plus the
+/// probes that found the dependency back.
+fn assert_held_and_released(on: &Measured, off: &Measured, release_rate: usize) {
+    assert!(
+        on.last_first_success <= Duration::from_secs(15),
+        "the last object first succeeded {:?} after recovery",
+        on.last_first_success
+    );
+    assert!(
+        on.after_busiest_second <= release_rate + PROBES,
+        "{} runs in one second of the recovery, above {release_rate} + {PROBES} probes",
+        on.after_busiest_second
+    );
+    // Every object's first run comes before any failure is reported; the
+    // runs after it are the ones detection holds back, at least 5x fewer.
+    let retries = |m: &Measured| m.during - OUTAGE_OBJECTS;
+    assert!(
+        retries(on) * 5 <= retries(off),
+        "{} runs after the first wave with detection, {} without",
+        retries(on),
+        retries(off)
+    );
+}
+
+/// Both runs of `preset`, off and on; prints both rows.
+async fn off_and_on(
+    preset: &str,
+    builder: fn() -> ObjectBackoffBuilder<k8s_openapi::api::core::v1::ConfigMap>,
+    settings: OutageSettings,
+    down_for: Duration,
+) -> (Measured, Measured) {
+    let off = outage_row(preset, builder(), down_for).await;
+    let on = outage_row(
+        &format!("{preset} + outage"),
+        builder().outage(settings),
+        down_for,
+    )
+    .await;
+    (off, on)
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_detection_controller_runtime_reaches_the_dependency_over_5x_less_and_recovers_within_15_s()
+ {
+    let (off, on) = off_and_on(
+        "controller_runtime()",
+        ObjectBackoffBuilder::controller_runtime,
+        OutageSettings::default(),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_held_and_released(&on, &off, 200);
+    // The whole outage, first wave included: over 5x fewer.
+    assert!(
+        on.during * 5 <= off.during,
+        "{} vs {}",
+        on.during,
+        off.during
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_detection_the_workqueue_recovers_within_15_s_instead_of_n_over_10_seconds() {
+    let (off, on) = off_and_on(
+        "workqueue()",
+        ObjectBackoffBuilder::workqueue,
+        OutageSettings::default(),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_held_and_released(&on, &off, 200);
+    // The first wave alone is above a fifth of the run without detection.
+    assert!(
+        on.during * 5 > off.during,
+        "{} vs {}",
+        on.during,
+        off.during
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_detection_the_kubelet_recovers_within_15_s_of_a_five_or_ten_minute_outage() {
+    for minutes in [5, 10] {
+        let (off, on) = off_and_on(
+            "kubelet()",
+            ObjectBackoffBuilder::kubelet,
+            OutageSettings::default(),
+            Duration::from_secs(60 * minutes),
+        )
+        .await;
+        assert_held_and_released(&on, &off, 200);
+        assert!(
+            on.during * 5 > off.during,
+            "{} vs {}",
+            on.during,
+            off.during
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_an_outage_the_held_objects_are_let_go_at_the_configured_rate() {
+    let on = outage_row(
+        "controller_runtime() + outage at 100/s",
+        ObjectBackoffBuilder::controller_runtime()
+            .outage(OutageSettings::default().release_rate(100.0)),
+        Duration::from_secs(120),
+    )
+    .await;
+    // Measured: 100 a second, and the release's first second 99 released
+    // plus the 3 probes that found the dependency back.
+    assert!(on.after_busiest_second <= 100 + PROBES, "{on}");
+    assert!(on.last_first_success <= Duration::from_secs(15), "{on}");
+}
