@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fair_admission::{Apf, Class, FairnessLayer, LimitResponse};
+use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
@@ -47,7 +47,7 @@ async fn serve() -> SocketAddr {
         queue_length_limit: 4,
         hand_size: 8,
     };
-    let apf = Apf::builder(8).level("workload", 1, limit).build().unwrap();
+    let apf = Apf::builder(8).level("workload", LevelSpec::limited(1, limit)).build().unwrap();
     let level = apf.level_id("workload").unwrap();
     let layer = FairnessLayer::new(apf, move |req: &Request<hyper::body::Incoming>| {
         Class::new(level, user(req))
