@@ -77,13 +77,15 @@ mod layer;
 mod observe;
 mod queue_set;
 mod retry_after;
+mod spec;
+mod ticket;
 
-pub use apf::{Admission, Admit, Apf, LevelId, LevelStats, Rejected, Ticket};
+pub use apf::{Apf, LevelId, LevelStats};
 pub use borrowing::{
     Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
     LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
 };
-pub use builder::{ApfBuilder, LevelSpec, LimitResponse};
+pub use builder::ApfBuilder;
 pub use dealer::{Dealer, Hand, MAX_DECK_SIZE, MAX_HASH_BITS, crush_probability};
 pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
@@ -98,6 +100,8 @@ pub use kubernetes::{
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};
 pub use retry_after::DroppedRequests;
+pub use spec::{LevelSpec, LimitResponse};
+pub use ticket::{Admission, Admit, Rejected, Ticket};
 
 /// The README's example, compiled as a doc test.
 #[doc = include_str!("../README.md")]

@@ -3,7 +3,6 @@
 
 mod inspect;
 mod level;
-mod ticket;
 mod time;
 
 use std::collections::{BTreeSet, HashMap};
@@ -12,10 +11,11 @@ use std::time::Duration;
 
 pub(crate) use level::{Level, Phase, Request};
 pub use level::{LevelId, LevelStats};
-pub use ticket::{Admission, Admit, Rejected, Ticket};
 
 use crate::queue_set::{Dispatch, Start};
-use crate::{ApfBuilder, ConfigError, LevelBorrowing, LevelLimits, WorkEstimate};
+use crate::spec::Declared;
+use crate::{Admission, Admit, Rejected, Ticket};
+use crate::{ConfigError, LevelBorrowing, LevelLimits, WorkEstimate};
 
 /// Numbers each built [`Apf`], so a [`LevelId`] knows whose it is.
 static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -69,29 +69,9 @@ pub struct Apf {
 }
 
 impl Apf {
-    /// A builder for a server with `seats` seats in all (its concurrency
-    /// limit), shared by the levels it is given.
-    ///
-    /// ```
-    /// use fair_admission::{Apf, LevelSpec, LimitResponse};
-    /// let queuing = |queues| LimitResponse::Queue { queues, queue_length_limit: 50, hand_size: 6 };
-    /// let apf = Apf::builder(600)
-    ///     .level("exempt", LevelSpec::exempt())
-    ///     .level("leader-election", LevelSpec::limited(10, queuing(16)))
-    ///     .level("workload-low", LevelSpec::limited(30, queuing(128)))
-    ///     .level("catch-all", LevelSpec::limited(5, LimitResponse::Reject))
-    ///     .build()?;
-    /// // Seats are split by shares, rounded up: 600 · 30 / 45.
-    /// assert_eq!(apf.level_stats(apf.level_id("workload-low").unwrap()).unwrap().seats, 400);
-    /// # Ok::<(), fair_admission::ConfigError>(())
-    /// ```
-    pub fn builder(seats: u32) -> ApfBuilder {
-        ApfBuilder::new(seats)
-    }
-
-    /// Builds the levels of a checked builder, and divides the seats once,
-    /// as Kubernetes does when it takes a configuration.
-    pub(crate) fn from_builder(b: ApfBuilder) -> Result<Apf, ConfigError> {
+    /// Builds the levels a checked builder declared, and divides the seats
+    /// once, as Kubernetes does when it takes a configuration.
+    pub(crate) fn from_spec(b: &Declared) -> Result<Apf, ConfigError> {
         let total: u64 = b.levels.iter().map(|(_, s)| u64::from(s.shares)).sum();
         let mut levels = Vec::with_capacity(b.levels.len());
         let mut borrowing = Vec::with_capacity(b.levels.len());

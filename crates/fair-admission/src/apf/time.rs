@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{Apf, Ticket};
+use super::Apf;
+use crate::Ticket;
 use crate::adjust_limits;
 
 impl Apf {
