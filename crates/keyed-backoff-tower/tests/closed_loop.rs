@@ -47,7 +47,10 @@ async fn serve() -> SocketAddr {
         queue_length_limit: 4,
         hand_size: 8,
     };
-    let apf = Apf::builder(8).level("workload", LevelSpec::limited(1, limit)).build().unwrap();
+    let apf = Apf::builder(8)
+        .level("workload", LevelSpec::limited(1, limit))
+        .build()
+        .unwrap();
     let level = apf.level_id("workload").unwrap();
     let layer = FairnessLayer::new(apf, move |req: &Request<hyper::body::Incoming>| {
         Class::new(level, user(req))
