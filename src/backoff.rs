@@ -376,6 +376,41 @@ where
         observe::gc_swept(removed, || self.store.len());
         removed
     }
+    /// Tells outage detection of a failure of `key` now, without moving
+    /// the key's backoff: for a caller that learns of a failure before it
+    /// calls [`next`](Self::next) or [`try_next`](Self::try_next) for it
+    /// (a controller whose error policy runs after other work has already
+    /// started), so that detection sees every key that fails as soon as it
+    /// fails. The key's following failure call is not counted again; a
+    /// failure while the key is in its own backoff is not counted (the gate
+    /// would refuse it). Without [`outage`](BackoffBuilder::outage)
+    /// detection it does nothing.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, OutageSettings};
+    /// use keyed_backoff::clock::{Clock, MockClock};
+    /// use std::time::Duration;
+    /// let clock = MockClock::new();
+    /// let b = Backoff::<u32>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .outage(OutageSettings::default().min_failing_keys(3))
+    ///     .build()?;
+    /// for key in 0..3 {
+    ///     b.note_failure(&key);
+    /// }
+    /// // Three keys failed: an outage, before any of them advanced.
+    /// assert!(b.stats().in_outage);
+    /// assert_eq!(b.attempts(&0), 0);
+    /// # Ok::<(), keyed_backoff::ConfigError>(())
+    /// ```
+    pub fn note_failure<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let own = (&self.store, &self.expiry);
+        outage::noted(self.outage.as_deref(), own, key, || self.now_tick());
+    }
     // The gate: one decision per failure, and where a key stands.
 
     /// The atomic gate: in one operation under the key's lock, refuse with
@@ -1049,15 +1084,10 @@ where
             rules::gate(&self.growth, stale, old, event.unwrap_or(now), now, hold)
         };
         let write = || self.write(key, gate);
+        let own = (&self.store, &self.expiry, hold);
         match self.outage.as_deref() {
             None => self.write(key, gate).map(Entry::backoff),
-            Some(w) => outage::failure(
-                w,
-                (&self.store, &self.expiry, hold),
-                key,
-                self.now_tick(),
-                write,
-            ),
+            Some(w) => outage::failure(w, own, key, self.now_tick(), write),
         }
         .map_err(|remaining| InBackoff { remaining })
     }
@@ -1085,12 +1115,9 @@ where
     /// [`Stats::gc_panics`], never propagated, so it cannot end a GC thread
     /// or fail an unrelated caller whose own update already took effect.
     fn gc_contained(&self) {
-        if !gc::contained(|| {
+        gc::contained(&self.store, || {
             self.gc();
-        }) {
-            self.store.count_gc_panic();
-            observe::gc_panicked();
-        }
+        });
     }
 }
 

@@ -297,9 +297,18 @@ fn timers_enabled() -> bool {
     made
 }
 
-/// Runs `sweep`, containing a panic: `false` if it panicked.
-pub(crate) fn contained(sweep: impl FnOnce()) -> bool {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(sweep)).is_ok()
+/// Runs `sweep`, containing a panic: one is counted in `store`'s
+/// [`Stats::gc_panics`](crate::Stats::gc_panics) and observed, never
+/// propagated.
+pub(crate) fn contained<K, S>(store: &crate::store::Store<K, S>, sweep: impl FnOnce())
+where
+    K: std::hash::Hash + Eq + Clone,
+    S: std::hash::BuildHasher + Clone,
+{
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(sweep)).is_err() {
+        store.count_gc_panic();
+        crate::observe::gc_panicked();
+    }
 }
 
 /// Opt-in amortised GC: every `every`-th write runs a sweep, unless another

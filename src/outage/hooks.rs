@@ -162,6 +162,37 @@ pub(crate) fn success<Q: Hash + ?Sized>(
     }
 }
 
+/// A failure of `key` at `now` told ahead of its write (`note_failure`):
+/// counted as the write would count it, fresh when the key has no entry or
+/// an expired one, unless the key is in its own backoff (the gate would
+/// refuse it). The watch then skips the key's next written failure.
+#[inline]
+pub(crate) fn noted<K, S, I, Q>(
+    watch: Option<&KeyWatch>,
+    (store, expiry): (&Store<K, S>, &Expiry<I>),
+    key: &Q,
+    now: impl FnOnce() -> Tick,
+) where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    S: BuildHasher + Clone,
+    I: ClockInstant,
+    Q: Hash + Eq + ?Sized,
+{
+    let Some(watch) = watch else { return };
+    let now = now();
+    let entry = store.get(key);
+    let (fresh, own) = expiry.judged(|stale| match entry {
+        Some(e) => (
+            rules::expired(stale, e, now),
+            rules::remaining(stale, e, now),
+        ),
+        None => (true, None),
+    });
+    if own.is_none() {
+        watch.noted(key, fresh, line(now), observe::outage);
+    }
+}
+
 /// `stats` with the watch's counters.
 pub(crate) fn stats(watch: Option<&KeyWatch>, mut stats: Stats) -> Stats {
     if let Some(watch) = watch {

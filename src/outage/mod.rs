@@ -35,5 +35,5 @@ mod watch;
 
 pub use settings::OutageSettings;
 
-pub(crate) use hooks::{KeyWatch, failure, stats, success, wait};
+pub(crate) use hooks::{KeyWatch, failure, noted, stats, success, wait};
 pub(crate) use watch::Event;

@@ -3,6 +3,7 @@
 
 mod detection;
 mod holding;
+mod noted;
 mod observe;
 mod recovery;
 mod sim;

@@ -49,6 +49,18 @@ where
         move |obj, _err, _ctx| this.on_error(&obj)
     }
 
+    /// With [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
+    /// the wait left if `key` is in backoff now: the run is skipped, and
+    /// counted.
+    fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
+        let wait = self
+            .remaining_of(key)
+            .filter(|_| self.skips_while_in_backoff())?;
+        self.tally().skips.add_one();
+        observe::skipped(key, wait);
+        Some(wait)
+    }
+
     /// Wraps a reconcile function for [`Controller::run`](kube::runtime::Controller::run):
     ///
     /// - a success resets the object's backoff;
@@ -59,7 +71,20 @@ where
     ///   every other object;
     /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
     ///   a run while the object is still in backoff does not call
-    ///   `reconcile` and requeues at the wait left.
+    ///   `reconcile` (or, when the object was held between the call and
+    ///   the moment its future first runs, does not run it) and requeues at
+    ///   the wait left;
+    /// - with [`outage`](crate::ObjectBackoffBuilder::outage) detection, an
+    ///   error or a panic is told to detection as soon as the reconcile
+    ///   returns it ([`Backoff::note_failure`](keyed_backoff::Backoff::note_failure)),
+    ///   before the error policy runs. kube-runtime runs the error policy of
+    ///   a reconcile only after it has started the reconciles of every other
+    ///   ready object, so without this the whole first wave of an outage
+    ///   (every object's first run) would reach the failing dependency
+    ///   before detection heard of any failure. The failure is seen by
+    ///   detection even when a hand-written error policy chooses not to call
+    ///   [`on_error`](Self::on_error) for that error; when it does call it,
+    ///   the failure counts once.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -105,11 +130,7 @@ where
         move |obj, ctx| {
             // The key is built once per run, for the check and the reset.
             let key = this.key(&obj);
-            if this.skips_while_in_backoff()
-                && let Some(wait) = this.remaining_of(&key)
-            {
-                this.tally().skips.add_one();
-                observe::skipped(&key, wait);
+            if let Some(wait) = this.skip(&key) {
                 return futures::future::ready(Ok(Action::requeue(wait))).boxed();
             }
             // A panic in the call itself (before any future exists) is
@@ -117,6 +138,15 @@ where
             let run = std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj, ctx)));
             let this = this.clone();
             async move {
+                // Asked again when the run starts: kube-runtime makes the
+                // futures of every ready object before it runs any, so an
+                // outage seen since (from the failures noted below) may
+                // hold this object now.
+                if run.is_ok()
+                    && let Some(wait) = this.skip(&key)
+                {
+                    return Ok(Action::requeue(wait));
+                }
                 let outcome = match run {
                     Ok(run) => AssertUnwindSafe(run).catch_unwind().await,
                     Err(payload) => Err(payload),
@@ -126,8 +156,12 @@ where
                         this.succeeded(&key);
                         Ok(action)
                     }
-                    Ok(Err(e)) => Err(ReconcileError::Reconcile(e)),
+                    Ok(Err(e)) => {
+                        this.manager().note_failure(&key);
+                        Err(ReconcileError::Reconcile(e))
+                    }
                     Err(payload) => {
+                        this.manager().note_failure(&key);
                         this.tally().panics.add_one();
                         let message = error::panic_message(&*payload);
                         observe::panicked(&key, &message);

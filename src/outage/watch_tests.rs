@@ -1,0 +1,209 @@
+//! Tests of the watch: what it holds, lets go and counts.
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 3 keys declare an outage; 1 s → 4 s ladder, 2 probes, 10 keys/s.
+fn watch() -> Watch<Option<u32>> {
+    let settings = OutageSettings::new()
+        .min_failing_keys(3)
+        .ladder(ms(1_000), ms(4_000))
+        .probes(Some(2))
+        .release_rate(10.0)
+        .recovery_successes(1);
+    Watch::new(settings, 7)
+}
+
+/// Declares an outage at 1 s; returns the events seen.
+fn declare(w: &Watch<Option<u32>>) -> Vec<Event> {
+    let mut seen = Vec::new();
+    for k in 100..103u32 {
+        w.failed(&k, true, ms(1_000), |e| seen.push(e));
+    }
+    seen
+}
+
+fn until(v: Verdict<Option<u32>>) -> Duration {
+    match v {
+        Verdict::Held { until, .. } => until,
+        other => panic!("not held: {other:?}"),
+    }
+}
+
+#[test]
+fn nothing_is_held_until_an_outage_is_declared() {
+    let w = watch();
+    assert_eq!(
+        w.verdict(&1, ms(0), Asked::Query, || None, |_| {}),
+        Verdict::Free
+    );
+    w.failed(&200, true, ms(0), |_| {});
+    // The same key again is not a second key.
+    w.failed(&200, true, ms(0), |_| {});
+    assert!(!w.active());
+    let seen = declare(&w);
+    assert!(matches!(seen[..], [Event::Began(c)] if c.fresh_failures == 3));
+    assert!(w.active());
+    let t = w.tally();
+    assert_eq!((t.in_outage, t.held, t.outages), (true, 0, 1));
+}
+
+#[test]
+fn during_an_outage_few_keys_go_and_the_rest_wait_on_the_ladder() {
+    let w = watch();
+    declare(&w);
+    // At the end of step 0 ([1 s, 2 s)) every key's slot has passed.
+    let at = ms(1_999);
+    let verdicts: Vec<_> = (0..100u32)
+        .map(|k| w.verdict(&k, at, Asked::Query, || Some(k), |_| {}))
+        .collect();
+    assert_eq!(verdicts.iter().filter(|v| **v == Verdict::Free).count(), 2);
+    let waits: Vec<Duration> = verdicts
+        .into_iter()
+        .filter(|v| *v != Verdict::Free)
+        .map(until)
+        .collect();
+    // The others wait for their slot in step 1, [2 s, 4 s), spread out.
+    assert!(waits.iter().all(|u| (ms(2_000)..ms(4_000)).contains(u)));
+    let early = waits.iter().filter(|u| **u < ms(3_000)).count();
+    assert!((30..70).contains(&early), "{early} of 98 in the first half");
+    assert_eq!(w.tally().held, 100);
+    // A failure on the key's turn counts; out of turn it does not.
+    let probe = (0..100u32)
+        .find(|k| w.verdict(k, at, Asked::Query, || None, |_| {}) == Verdict::Free)
+        .unwrap();
+    let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
+    assert!(matches!(v, Verdict::Held { counted: true, until } if until >= ms(2_000)));
+    let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
+    assert!(matches!(v, Verdict::Held { counted: false, .. }));
+}
+
+#[test]
+fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
+    let w = watch();
+    declare(&w);
+    for k in 0..20u32 {
+        w.verdict(&k, ms(1_500), Asked::Query, || Some(k * 10), |_| {});
+    }
+    let mut seen = Vec::new();
+    w.succeeded(&999, ms(5_000), |e| seen.push(e));
+    assert_eq!(
+        seen,
+        [Event::Ended {
+            lasted: ms(4_000),
+            held: 20
+        }]
+    );
+    // All ask at 5 s: one goes now, the others 100 ms apart.
+    let mut times = Vec::new();
+    for k in 0..20u32 {
+        match w.verdict(&k, ms(5_000), Asked::Query, || unreachable!(), |_| {}) {
+            Verdict::Released { level } => {
+                assert_eq!(level, Some(k * 10));
+                times.push(ms(5_000));
+            }
+            v => times.push(until(v)),
+        }
+    }
+    times.sort();
+    let gaps: Vec<Duration> = times.windows(2).map(|p| p[1] - p[0]).collect();
+    assert!(gaps.iter().all(|g| *g == ms(100)), "{gaps:?}");
+    // Each key goes at its time, with the level it had.
+    let last = *times.last().unwrap();
+    let gone = (0..20u32)
+        .filter(|k| {
+            matches!(
+                w.verdict(k, last, Asked::Query, || None, |_| {}),
+                Verdict::Released { .. }
+            )
+        })
+        .count();
+    assert_eq!(gone, 20);
+    // A key that was never held is free.
+    assert_eq!(
+        w.verdict(&500, ms(5_000), Asked::Query, || None, |_| {}),
+        Verdict::Free
+    );
+    // The release is over two steps and the queue after the end.
+    let over = ms(5_000 + 8_000 + 20 * 100 + 1);
+    let mut seen = Vec::new();
+    assert_eq!(
+        w.verdict(&1, over, Asked::Query, || None, |e| seen.push(e)),
+        Verdict::Free
+    );
+    assert_eq!(seen, [Event::Released { released: 20 }]);
+    assert!(!w.active());
+    assert_eq!(
+        w.tally(),
+        Tally {
+            in_outage: false,
+            held: 0,
+            outages: 1
+        }
+    );
+}
+
+#[test]
+fn a_new_outage_during_the_release_keeps_the_levels_of_keys_still_waiting() {
+    let w = watch();
+    declare(&w);
+    for k in 0..3u32 {
+        w.verdict(&k, ms(1_500), Asked::Query, || Some(k), |_| {});
+    }
+    w.succeeded(&999, ms(5_000), |_| {});
+    // Key 0 goes at 5 s, key 1 is told 5.1 s, key 2 has not asked.
+    assert!(matches!(
+        w.verdict(&0, ms(5_000), Asked::Query, || None, |_| {}),
+        Verdict::Released { .. }
+    ));
+    assert_eq!(
+        until(w.verdict(&1, ms(5_000), Asked::Query, || None, |_| {})),
+        ms(5_100)
+    );
+    for k in 300..303u32 {
+        w.failed(&k, true, ms(5_050), |_| {});
+    }
+    assert!(w.tally().in_outage);
+    // Key 0 was let go: held anew at its level now. Keys 1 and 2 were
+    // still waiting: they keep their first level.
+    w.verdict(&0, ms(5_060), Asked::Query, || Some(100), |_| {});
+    w.verdict(&1, ms(5_060), Asked::Query, || Some(101), |_| {});
+    w.verdict(&2, ms(5_060), Asked::Query, || Some(102), |_| {});
+    w.succeeded(&999, ms(9_000), |_| {});
+    for k in 0..3u32 {
+        w.verdict(&k, ms(9_000), Asked::Query, || None, |_| {});
+    }
+    let levels: Vec<_> = (0..3u32)
+        .map(
+            |k| match w.verdict(&k, ms(9_200), Asked::Query, || None, |_| {}) {
+                Verdict::Released { level } => level,
+                v => panic!("{v:?}"),
+            },
+        )
+        .collect();
+    assert_eq!(levels, [Some(100), Some(1), Some(2)]);
+}
+
+#[test]
+fn a_success_lets_its_key_go_and_failures_break_a_run_of_successes() {
+    let settings = OutageSettings::new()
+        .min_failing_keys(3)
+        .recovery_successes(2);
+    let w: Watch<()> = Watch::new(settings, 1);
+    for k in 0..3u32 {
+        w.failed(&k, true, ms(0), |_| {});
+    }
+    w.verdict(&1, ms(10), Asked::Query, || (), |_| {});
+    assert_eq!(w.tally().held, 1);
+    w.succeeded(&1, ms(20), |_| {});
+    assert_eq!(w.tally().held, 0);
+    // A failure between two successes: the outage goes on.
+    w.verdict(&2, ms(30), Asked::Failure, || (), |_| {});
+    w.succeeded(&3, ms(40), |_| {});
+    assert!(w.tally().in_outage);
+    w.succeeded(&4, ms(50), |_| {});
+    assert!(!w.tally().in_outage);
+}
