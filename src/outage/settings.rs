@@ -161,7 +161,9 @@ impl OutageSettings {
 
     /// How many held keys per second are let go after an outage: above 0,
     /// at most 1,000,000. Keys are let go one at a time in the order they
-    /// ask, never more than this many in any second.
+    /// ask, never more than this many in any second; the attempts the
+    /// outage let through in its last second (the probes that found the
+    /// dependency back) count against the release's first.
     pub fn release_rate(mut self, keys_per_second: f64) -> Self {
         self.release_rate = keys_per_second;
         self

@@ -7,7 +7,7 @@
 //! the key: a query can hold a key it only borrows, and two keys whose
 //! hashes collide would merely share their turns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use super::detector::{Change, Counts, Detector, Outcome};
 use super::held::{Held, Turn};
 use super::ladder::Outage;
-use super::release::Release;
+use super::release::{Release, push_bounded};
 use super::settings::OutageSettings;
 use crate::draws::unit_at;
 
@@ -76,6 +76,10 @@ struct Inner<L> {
     /// Keys whose failure was told ahead of its write: their next written
     /// failure is the same one, not counted again.
     noted: HashSet<u64>,
+    /// When the outage's latest outcomes were told (the last second's, at
+    /// most the release rate of them): attempts that reached the dependency,
+    /// counted against the release's first second.
+    tried: VecDeque<Duration>,
     outages: u64,
     released: u64,
 }
@@ -100,6 +104,7 @@ impl<L: Copy> Watch<L> {
                 phase: Phase::Normal,
                 held: HashMap::new(),
                 noted: HashSet::new(),
+                tried: VecDeque::new(),
                 outages: 0,
                 released: 0,
             }),
@@ -148,6 +153,7 @@ impl<L: Copy> Watch<L> {
         let began = {
             let mut inner = self.inner.lock();
             inner.noted.insert(hash);
+            self.tried(&mut inner, at);
             self.record(&mut inner, hash, fresh, at)
         };
         began.into_iter().for_each(&mut events);
@@ -183,11 +189,13 @@ impl<L: Copy> Watch<L> {
             if self.active() {
                 inner.held.remove(&hash);
             }
+            self.tried(inner, at);
             match (inner.detector.record(Outcome::Success, at), &inner.phase) {
                 (Some(Change::Ended), Phase::Outage(outage)) => {
                     let (lasted, held) = (at.saturating_sub(outage.began()), inner.held.len());
                     let rate = self.settings.release_rate;
-                    let release = Release::new(at, rate, held, outage.max_step());
+                    let tried = std::mem::take(&mut inner.tried);
+                    let release = Release::new(at, rate, held, outage.max_step(), tried);
                     inner.phase = Phase::Release(release);
                     Some(Event::Ended { lasted, held })
                 }
@@ -242,6 +250,7 @@ impl<L: Copy> Watch<L> {
         if failure && matches!(inner.phase, Phase::Outage(_)) && !inner.noted.remove(&hash) {
             // Any failure seen during an outage breaks a run of successes.
             inner.detector.record(Outcome::Failure, at);
+            self.tried(inner, at);
         }
         let verdict = match &mut inner.phase {
             Phase::Normal => Verdict::Free,
@@ -283,6 +292,23 @@ impl<L: Copy> Watch<L> {
         (verdict, None)
     }
 
+    /// An outcome told at `at`: during an outage, an attempt that reached
+    /// the dependency, kept while it is within a second of the latest.
+    fn tried(&self, inner: &mut Inner<L>, at: Duration) {
+        if !matches!(inner.phase, Phase::Outage(_)) {
+            return;
+        }
+        let most = (self.settings.release_rate.floor() as usize).max(1);
+        push_bounded(&mut inner.tried, at, most);
+        while inner
+            .tried
+            .front()
+            .is_some_and(|t| t.saturating_add(Duration::from_secs(1)) <= at)
+        {
+            inner.tried.pop_front();
+        }
+    }
+
     /// An outage begins at `at`. Keys still waiting to be let go from an
     /// earlier one keep the level they had then; the others are forgotten.
     fn begin(&self, inner: &mut Inner<L>, at: Duration) {
@@ -293,6 +319,7 @@ impl<L: Copy> Watch<L> {
             *h = Held::new(h.level);
         }
         inner.phase = Phase::Outage(Outage::new(at, &self.settings));
+        inner.tried.clear();
         inner.outages += 1;
         self.active.store(true, Ordering::Relaxed);
     }
