@@ -2,43 +2,14 @@
 //! events and `metrics` counters, against a real redis-server this test
 //! starts (and pauses) on loopback.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+use keyed_backoff_testkit::events::Events;
+use keyed_backoff_testkit::metrics::Metrics;
 use keyed_backoff_testkit::redis_server::Server;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use redis::aio::ConnectionManager;
-use tracing::field::{Field, Visit};
-use tracing::{Level, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-/// One metric: its name, its labels and its value.
-type Sample = (String, Vec<(String, String)>, DebugValue);
-
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<(Level, String)>>>);
-
-struct Message(String);
-
-impl Visit for Message {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl<S: Subscriber> Layer<S> for Events {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut m = Message(String::new());
-        event.record(&mut m);
-        self.0
-            .lock()
-            .unwrap()
-            .push((*event.metadata().level(), m.0));
-    }
-}
+use tracing::Level;
 
 #[test]
 fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
@@ -46,16 +17,14 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
     if !server.owned() {
         return;
     }
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let recorder = Metrics::new();
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    metrics::with_local_recorder(&recorder, || {
-        tracing::subscriber::with_default(subscriber, || {
+    recorder.record(|| {
+        events.record(|| {
             rt.block_on(async {
                 let client = redis::Client::open(server.url.as_str()).unwrap();
                 let conn = ConnectionManager::new(client).await.unwrap();
@@ -96,7 +65,11 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
         });
     });
 
-    let seen = events.0.lock().unwrap().clone();
+    let seen: Vec<(Level, String)> = events
+        .seen()
+        .into_iter()
+        .map(|e| (e.level, e.message))
+        .collect();
     let position = |needle: &str| seen.iter().position(|(_, m)| m.contains(needle));
     let opened = position("breaker opened").expect("an event when the breaker opens");
     let closed = position("breaker closed").expect("an event when it closes");
@@ -117,34 +90,8 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
         "{seen:?}"
     );
 
-    let metrics: Vec<Sample> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let labels = key
-                .key()
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            (key.key().name().to_owned(), labels, value)
-        })
-        .collect();
-    let counter = |name: &str, labels: &[(&str, &str)]| -> u64 {
-        metrics
-            .iter()
-            .filter(|(n, ls, _)| {
-                n == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
-            })
-            .map(|(_, _, v)| match v {
-                DebugValue::Counter(c) => *c,
-                _ => 0,
-            })
-            .sum()
-    };
+    let metrics = recorder.samples();
+    let counter = |name: &str, labels: &[(&str, &str)]| metrics.counter(name, labels);
     assert!(
         counter(
             "keyed_backoff_redis_operations_total",
@@ -172,16 +119,11 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
             &[("op", "next")]
         ) >= 2
     );
-    let open = metrics
-        .iter()
-        .find(|(n, _, _)| n == "keyed_backoff_redis_breaker_open")
-        .map(|(_, _, v)| v);
+    let open = metrics.gauge("keyed_backoff_redis_breaker_open", &[]);
+    assert!(matches!(open, Some(g) if g == 0.0), "{open:?}");
     assert!(
-        matches!(open, Some(DebugValue::Gauge(g)) if g.into_inner() == 0.0),
-        "{open:?}"
+        !metrics
+            .histogram("keyed_backoff_redis_operation_duration_seconds", &[])
+            .is_empty()
     );
-    assert!(metrics.iter().any(
-        |(n, _, v)| n == "keyed_backoff_redis_operation_duration_seconds"
-            && matches!(v, DebugValue::Histogram(h) if !h.is_empty())
-    ));
 }
