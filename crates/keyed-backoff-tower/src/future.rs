@@ -54,17 +54,17 @@ pin_project! {
     }
 }
 
-/// The instant `wait` from now, or far in the future if that overflows.
-fn after(wait: Duration) -> Instant {
-    let now = Instant::now();
+/// The instant `wait` after `now`, or far in the future if that overflows.
+fn after(now: Instant, wait: Duration) -> Instant {
     now.checked_add(wait)
         .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
 }
 
 fn waiting<Fut>(wait: Duration) -> State<Fut> {
+    let since = Instant::now();
     State::Waiting {
-        sleep: Box::pin(tokio::time::sleep_until(after(wait))),
-        since: Instant::now(),
+        sleep: Box::pin(tokio::time::sleep_until(after(since, wait))),
+        since,
     }
 }
 
@@ -142,7 +142,7 @@ where
                     ready!(sleep.as_mut().poll(cx));
                     // The window may have been extended meanwhile.
                     if let Some(wait) = this.policy.gate.remaining(this.key) {
-                        sleep.as_mut().reset(after(wait));
+                        sleep.as_mut().reset(after(Instant::now(), wait));
                         continue;
                     }
                     let attempt = if *this.retries == 0 {
