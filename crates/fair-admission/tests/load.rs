@@ -114,9 +114,11 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// Runs the elephant and the mice against a server queuing as `limit` says.
 async fn run(limit: LimitResponse) -> Tally {
     let _turn = ONE_AT_A_TIME.lock().await;
+    // The clock starts before the server's (its layer counts from when it
+    // was built), so no refusal is timed earlier than the server saw it.
+    let start = Instant::now();
     let addr = serve(limit).await;
     let tally = Arc::new(Mutex::new(Tally::default()));
-    let start = Instant::now();
     let end = start + RUN;
     let record_429 = move |tally: &Mutex<Tally>, retry_after: Option<String>| {
         let mut t = tally.lock();
