@@ -18,17 +18,15 @@ use crate::builder::{BackoffBuilder, DefaultHashBuilder};
 use crate::clock::TokioClock;
 use crate::clock::{Clock, StdClock};
 use crate::duration::saturating_nanos;
-use crate::entry::{Entry, MAX_BACKOFF, Tick};
+use crate::entry::{Advanced, Entry, MAX_BACKOFF, Tick};
 use crate::error::{ConfigError, InBackoff, SpawnError};
+
 use crate::expiry::Expiry;
-#[cfg(feature = "tokio")]
-use crate::gc::GcTaskGuard;
 use crate::gc::{self, Amortized, GcGuard};
 use crate::growth::Growth;
 use crate::hold::Holds;
 use crate::inspect::{self, EntryView, Stats};
 use crate::observe;
-use crate::outage::{self, KeyWatch};
 use crate::rules::{self, Staleness};
 use crate::settings::Settings;
 use crate::snapshot::{self, Snapshot};
@@ -80,8 +78,6 @@ pub struct Backoff<K, C: Clock = StdClock, S = DefaultHashBuilder> {
     amortized: Option<Amortized>,
     /// Per-key floors (`hold_until`), apart from client-go's entries.
     holds: Holds<K, S>,
-    /// Outage detection, when the builder turned it on.
-    outage: Option<Box<KeyWatch>>,
 }
 
 // Making a manager.
@@ -194,7 +190,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             expiry: p.expiry,
             amortized: p.amortized,
             holds: p.holds,
-            outage: p.outage,
         })
     }
 }
@@ -340,7 +335,6 @@ where
     {
         self.expiry.enter();
         self.holds.clear(key);
-        outage::success(self.outage.as_deref(), key, || self.now_tick());
         self.store.remove(key)
     }
 
@@ -376,41 +370,7 @@ where
         observe::gc_swept(removed, || self.store.len());
         removed
     }
-    /// Tells outage detection of a failure of `key` now, without moving
-    /// the key's backoff: for a caller that learns of a failure before it
-    /// calls [`next`](Self::next) or [`try_next`](Self::try_next) for it
-    /// (a controller whose error policy runs after other work has already
-    /// started), so that detection sees every key that fails as soon as it
-    /// fails. The key's following failure call is not counted again; a
-    /// failure while the key is in its own backoff is not counted (the gate
-    /// would refuse it). Without [`outage`](BackoffBuilder::outage)
-    /// detection it does nothing.
-    ///
-    /// ```
-    /// use keyed_backoff::{Backoff, OutageSettings};
-    /// use keyed_backoff::clock::{Clock, MockClock};
-    /// use std::time::Duration;
-    /// let clock = MockClock::new();
-    /// let b = Backoff::<u32>::builder(Duration::from_secs(10), Duration::from_secs(300))
-    ///     .clock(clock.clone())
-    ///     .outage(OutageSettings::default().min_failing_keys(3))
-    ///     .build()?;
-    /// for key in 0..3 {
-    ///     b.note_failure(&key);
-    /// }
-    /// // Three keys failed: an outage, before any of them advanced.
-    /// assert!(b.stats().in_outage);
-    /// assert_eq!(b.attempts(&0), 0);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn note_failure<Q>(&self, key: &Q)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let own = (&self.store, &self.expiry);
-        outage::noted(self.outage.as_deref(), own, key, || self.now_tick());
-    }
+
     // The gate: one decision per failure, and where a key stands.
 
     /// The atomic gate: in one operation under the key's lock, refuse with
@@ -446,7 +406,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.gate_at(key, Some(self.tick(now)))
+        self.gate_at(key, Some(self.tick(now))).map(Entry::backoff)
     }
 
     /// [`try_next`](Self::try_next) at the manager's own clock's now: the
@@ -473,7 +433,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
         Q::Owned: Into<K>,
     {
-        self.gate_at(key, None)
+        self.gate_at(key, None).map(Entry::backoff)
     }
 
     /// [`next`](Self::next) with the manager's own clock's now as the event
@@ -532,8 +492,7 @@ where
             let entry = self.store.get(key)?;
             rules::remaining(stale, entry, now)
         });
-        let wait = wait.max(rules::held(self.holds.get(key), now));
-        outage::wait(&self.outage, &self.store, key, now, wait)
+        wait.max(rules::held(self.holds.get(key), now))
     }
 
     /// The wait left at the clock's now before a backoff counted from
@@ -579,8 +538,7 @@ where
             let entry = self.store.get(key)?;
             rules::remaining_since(stale, entry, event, now)
         });
-        let wait = wait.max(rules::held(self.holds.get(key), now));
-        outage::wait(&self.outage, &self.store, key, now, wait)
+        wait.max(rules::held(self.holds.get(key), now))
     }
 
     /// How many times `next` advanced the key's entry since it was created
@@ -634,7 +592,7 @@ where
     ///     .build()?;
     /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(1)));
     /// // The server answered 429 with `Retry-After: 30`.
-    /// b.hold_until("api.example.com".to_string(), clock.now() + Duration::from_secs(30));
+    /// b.hold_until("api.example.com", clock.now() + Duration::from_secs(30));
     /// clock.advance(Duration::from_secs(1)); // the backoff is over, the floor is not
     /// assert_eq!(
     ///     b.try_next("api.example.com", clock.now()),
@@ -645,7 +603,12 @@ where
     /// assert_eq!(b.try_next("api.example.com", clock.now()), Ok(Duration::from_secs(2)));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn hold_until(&self, key: K, until: C::Instant) {
+    pub fn hold_until<Q>(&self, key: &Q, until: C::Instant)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
         self.expiry.enter();
         self.holds.extend(key, self.tick(until));
     }
@@ -785,7 +748,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "tokio")]
-    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
+    pub fn spawn_gc_task(self: &Arc<Self>, interval: Duration) -> Result<GcGuard, SpawnError> {
         gc::spawn_task(Arc::downgrade(self), interval, Self::gc_contained)
     }
 }
@@ -946,8 +909,7 @@ where
     /// ```
     pub fn stats(&self) -> Stats {
         self.expiry.enter();
-        let stats = inspect::stats(&self.store, self.now_tick(), &self.expiry);
-        outage::stats(self.outage.as_deref(), stats)
+        inspect::stats(&self.store, self.now_tick(), &self.expiry)
     }
 
     /// A copy of every entry with wall-clock last-update times, taking
@@ -1049,8 +1011,7 @@ where
     }
 
     /// `next` at `event`, or at the clock's now read under the key's lock
-    /// (one clock read) when `event` is `None`; through outage detection,
-    /// out of line, when it is on.
+    /// (one clock read) when `event` is `None`.
     #[inline]
     fn next_at<Q>(&self, key: &Q, event: Option<Tick>) -> Duration
     where
@@ -1059,21 +1020,22 @@ where
         Q::Owned: Into<K>,
     {
         let next = |old, now, stale: &dyn Staleness| {
-            rules::next_entry(&self.growth, stale, old, event.unwrap_or(now), now)
+            Ok::<_, Infallible>(rules::next_entry(
+                &self.growth,
+                stale,
+                old,
+                event.unwrap_or(now),
+                now,
+            ))
         };
-        let Some(w) = self.outage.as_deref() else {
-            let Ok(entry) = self.write(key, |o, n, s| Ok::<_, Infallible>(next(o, n, s)));
-            return entry.backoff();
-        };
-        let write = || self.write(key, |o, n, s| Ok(next(o, n, s)));
-        let own = (&self.store, &self.expiry, None);
-        outage::failure(w, own, key, self.now_tick(), write).unwrap_or_else(|wait| wait)
+        let Ok(entry) = self.write(key, next);
+        entry.backoff()
     }
 
     /// The gate at `event`, or at the clock's now read under the key's lock
-    /// when `event` is `None`; through outage detection when it is on.
+    /// when `event` is `None`.
     #[inline]
-    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Duration, InBackoff>
+    fn gate_at<Q>(&self, key: &Q, event: Option<Tick>) -> Result<Entry, InBackoff>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -1083,13 +1045,32 @@ where
         let gate = |old, now, stale: &dyn Staleness| {
             rules::gate(&self.growth, stale, old, event.unwrap_or(now), now, hold)
         };
-        let write = || self.write(key, gate);
-        let own = (&self.store, &self.expiry, hold);
-        match self.outage.as_deref() {
-            None => self.write(key, gate).map(Entry::backoff),
-            Some(w) => outage::failure(w, own, key, self.now_tick(), write),
-        }
-        .map_err(|remaining| InBackoff { remaining })
+        self.write(key, gate)
+            .map_err(|remaining| InBackoff { remaining })
+    }
+
+    /// The gate at the clock's now, with the key's new level.
+    pub(crate) fn try_next_level(&self, key: &K) -> Result<Advanced, InBackoff> {
+        self.gate_at(key, None).map(Entry::level)
+    }
+
+    /// The key's level, if it has an entry that has not expired now.
+    pub(crate) fn live_level(&self, key: &K) -> Option<Advanced> {
+        self.expiry.enter();
+        let now = self.now_tick();
+        let entry = self.store.get(key)?;
+        let expired = self
+            .expiry
+            .judged(|stale| rules::expired(stale, entry, now));
+        (!expired).then(|| entry.level())
+    }
+
+    /// Puts `key` back at `level`, its backoff just over now, unless it
+    /// has a live entry.
+    pub(crate) fn resume_at(&self, key: &K, level: Advanced) {
+        let _ = self.write(key, |old, now, stale: &dyn Staleness| {
+            rules::resumed(stale, old, level, now).ok_or(())
+        });
     }
 
     /// One write through the store, counted for amortised GC.

@@ -16,7 +16,6 @@ use crate::expiry::{Expiry, ExpiryFn};
 use crate::gc::Amortized;
 use crate::growth::{Formula, Growth};
 use crate::hold::Holds;
-use crate::outage::{KeyWatch, OutageSettings};
 use crate::settings::{Settings, check_window};
 use crate::store::Store;
 use crate::strategy::{FactorJitter, Step, Strategy};
@@ -24,7 +23,7 @@ use crate::strategy::{FactorJitter, Step, Strategy};
 /// The hasher used when none is chosen: foldhash's fast hasher, seeded
 /// randomly per manager so keys from untrusted input cannot be crafted to
 /// collide.
-pub type DefaultHashBuilder = foldhash::fast::RandomState;
+pub(crate) type DefaultHashBuilder = foldhash::fast::RandomState;
 
 /// The shard count used when neither [`BackoffBuilder::shards`] nor
 /// [`BackoffBuilder::capacity`] is called.
@@ -41,7 +40,8 @@ const MAX_SIZED_SHARDS: usize = 16_384;
 ///
 /// Defaults: no jitter (`0.0`), the [`StdClock`], client-go's expiry
 /// (`event − last_update > 2·max`), a random jitter seed, the
-/// [`DefaultHashBuilder`], and 1024 shards (about 64 entries per shard,
+/// foldhash's fast hasher seeded at random per manager (so keys from
+/// untrusted input cannot be crafted to collide), and 1024 shards (about 64 entries per shard,
 /// from 64 to 16384, when a [`capacity`](Self::capacity) is given).
 /// [`build`](Self::build) checks every value and returns a [`ConfigError`]
 /// naming the first one out of range, or the first setting that does not
@@ -87,7 +87,6 @@ pub struct BackoffBuilder<K, C: Clock = StdClock, S = DefaultHashBuilder> {
     shards: Option<usize>,
     capacity: usize,
     amortized_gc: Option<u32>,
-    outage: Option<OutageSettings>,
     /// The first setting that does not apply, reported by `build`.
     misuse: Option<ConfigError>,
     key: PhantomData<fn() -> K>,
@@ -122,7 +121,6 @@ impl<K, C: Clock, S> fmt::Debug for BackoffBuilder<K, C, S> {
             .field("shards", &self.shards)
             .field("capacity", &self.capacity)
             .field("amortized_gc", &self.amortized_gc)
-            .field("outage", &self.outage)
             .finish_non_exhaustive()
     }
 }
@@ -136,7 +134,6 @@ pub(crate) struct Parts<K, C: Clock, S> {
     pub(crate) growth: Growth,
     pub(crate) expiry: Expiry<C::Instant>,
     pub(crate) amortized: Option<Amortized>,
-    pub(crate) outage: Option<Box<KeyWatch>>,
     pub(crate) holds: Holds<K, S>,
 }
 
@@ -150,7 +147,6 @@ impl<K> BackoffBuilder<K> {
             shards: None,
             capacity: 0,
             amortized_gc: None,
-            outage: None,
             misuse: None,
             key: PhantomData,
         }
@@ -193,7 +189,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             shards: self.shards,
             capacity: self.capacity,
             amortized_gc: self.amortized_gc,
-            outage: self.outage,
             misuse,
             key: PhantomData,
         }
@@ -270,7 +265,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             shards: self.shards,
             capacity: self.capacity,
             amortized_gc: self.amortized_gc,
-            outage: self.outage,
             misuse: self.misuse,
             key: PhantomData,
         }
@@ -320,43 +314,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// number of [`shards`](Self::shards).
     pub fn capacity(mut self, entries: usize) -> Self {
         self.capacity = entries;
-        self
-    }
-
-    /// Turns on outage-aware backoff: when many keys newly fail at once
-    /// while (almost) nothing succeeds, no key climbs its own ladder; every
-    /// key waits on one shared ladder, a few probe, and once successes
-    /// return the held keys are let go at a bounded rate, each at its own
-    /// level from before the outage. A [`reset`](crate::Backoff::reset)
-    /// counts as a success. Keys are held back only from callers that ask
-    /// before they try (`remaining`, `is_in_backoff_since`, the gate).
-    /// Off by default (client-go's semantics exactly); [`OutageSettings`]
-    /// has the knobs and `docs/outage.md` the rule.
-    ///
-    /// ```
-    /// use keyed_backoff::{Backoff, OutageSettings};
-    /// use keyed_backoff::clock::{Clock, MockClock};
-    /// use std::time::Duration;
-    /// let clock = MockClock::new();
-    /// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
-    ///     .clock(clock.clone())
-    ///     .outage(OutageSettings::new().min_failing_keys(3))
-    ///     .build()?;
-    /// // Three keys newly fail while nothing succeeds: an outage.
-    /// for key in ["a", "b", "c"] {
-    ///     assert_eq!(b.try_next_now(key), Ok(Duration::from_secs(10)));
-    /// }
-    /// assert!(b.stats().in_outage);
-    /// // A key that had not failed waits on the outage's ladder too.
-    /// assert!(b.remaining("d", clock.now()).is_some());
-    /// // Two successes in a row end it.
-    /// b.reset("e");
-    /// b.reset("f");
-    /// assert!(!b.stats().in_outage);
-    /// # Ok::<(), keyed_backoff::ConfigError>(())
-    /// ```
-    pub fn outage(mut self, settings: OutageSettings) -> Self {
-        self.outage = Some(settings);
         self
     }
 
@@ -422,10 +379,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
         let map =
             DashMap::with_capacity_and_hasher_and_shard_amount(self.capacity, self.hasher, shards);
         let seed = seed.unwrap_or_else(rand::random);
-        let outage = match self.outage {
-            Some(settings) => Some(Box::new(KeyWatch::new(settings.validate()?, seed))),
-            None => None,
-        };
         let epoch = self.clock.now();
         let expiry = match (self.expiry, window) {
             (Some(expired), _) => Expiry::Custom {
@@ -444,7 +397,6 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
             growth: Growth::new(formula, seed),
             expiry,
             amortized,
-            outage,
             holds,
         })
     }

@@ -28,6 +28,24 @@ pub const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Tick(pub(crate) i64);
 
+/// A key's level after a failure: its backoff and how many failures
+/// advanced it since it started.
+///
+/// ```
+/// use keyed_backoff::Advanced;
+/// use std::time::Duration;
+/// let level = Advanced { backoff: Duration::from_secs(20), attempts: 2 };
+/// assert_eq!(level.attempts, 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Advanced {
+    /// The key's backoff now.
+    pub backoff: Duration,
+    /// Failures counted since its ladder started (1 for a failure that
+    /// started it).
+    pub attempts: u32,
+}
+
 impl Tick {
     /// `t` on the time line that starts at `epoch`.
     #[inline]
@@ -91,6 +109,15 @@ impl Entry {
     #[inline]
     pub(crate) fn attempts(self) -> u32 {
         (self.packed >> BACKOFF_BITS) as u32
+    }
+
+    /// Its backoff and attempts, as the [`Gate`](crate::Gate) reports them.
+    #[inline]
+    pub(crate) fn level(self) -> Advanced {
+        Advanced {
+            backoff: self.backoff(),
+            attempts: self.attempts(),
+        }
     }
 }
 

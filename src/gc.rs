@@ -15,13 +15,15 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::SpawnError;
 
-/// Keeps a background GC thread running; made by [`Backoff::spawn_gc`](crate::Backoff::spawn_gc).
+/// Keeps background GC running; made by
+/// [`Backoff::spawn_gc`](crate::Backoff::spawn_gc) (a thread) and
+/// `Backoff::spawn_gc_task` (a tokio task, feature `tokio`).
 ///
-/// A guard, not a `JoinHandle`: **dropping it stops the thread** (it wakes
-/// the thread, waits for it to exit and joins it), so the thread never
-/// outlives its guard. Keep it in the struct that owns the manager, or call
-/// [`detach`](Self::detach) to let the thread run until the manager is
-/// dropped. `let _ = b.spawn_gc(..)` stops GC at once.
+/// A guard, not a `JoinHandle`: **dropping it stops GC**. A thread is woken,
+/// and joined once it exits, so it never outlives its guard; a task is
+/// aborted. Keep the guard in the struct that owns the manager, or call
+/// [`detach`](Self::detach) to let GC run until the manager is dropped.
+/// `let _ = b.spawn_gc(..)` stops GC at once.
 ///
 /// ```
 /// use keyed_backoff::Backoff;
@@ -33,15 +35,25 @@ use crate::error::SpawnError;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-#[must_use = "dropping the guard stops the GC thread; keep it, or call .detach()"]
+#[must_use = "dropping the guard stops GC; keep it, or call .detach()"]
 pub struct GcGuard {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-    detached: bool,
+    pacer: Option<Pacer>,
+}
+
+/// What paces the sweeps: a thread of its own, or a tokio task.
+#[derive(Debug)]
+enum Pacer {
+    Thread {
+        stop: Arc<(Mutex<bool>, Condvar)>,
+        thread: JoinHandle<()>,
+    },
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(not(panic = "unwind"), allow(dead_code))]
+    Task(tokio::task::JoinHandle<()>),
 }
 
 impl GcGuard {
-    /// Stops the thread and waits for it to exit.
+    /// Stops GC: a thread is stopped and joined, a task aborted.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -56,8 +68,8 @@ impl GcGuard {
         drop(self);
     }
 
-    /// Lets the thread run on its own: it stops when the manager is dropped
-    /// (it holds only a weak reference), never because of this guard.
+    /// Lets GC run on its own: it stops when the manager is dropped (it
+    /// holds only a weak reference), never because of this guard.
     ///
     /// ```
     /// use keyed_backoff::Backoff;
@@ -69,100 +81,26 @@ impl GcGuard {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn detach(mut self) {
-        // Dropping the join handle detaches the thread; the stop flag is
-        // never set, so it runs until its weak reference finds the manager gone.
-        self.thread.take();
-        self.detached = true;
+        // Dropping a join handle detaches a thread or a task; the stop
+        // flag is never set, so it runs until its weak reference finds
+        // the manager gone.
+        self.pacer.take();
     }
 }
 
 impl Drop for GcGuard {
     fn drop(&mut self) {
-        if self.detached {
-            return;
-        }
-        let (flag, wake) = &*self.stop;
-        *flag.lock() = true;
-        wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            // The thread contains panics of the expiry function, so it
-            // only ends through the stop flag or a dropped manager.
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Keeps a background GC task on the tokio runtime running; made by
-/// [`Backoff::spawn_gc_task`](crate::Backoff::spawn_gc_task).
-///
-/// A guard, not a `JoinHandle`: **dropping it stops GC** (it aborts the
-/// task). Keep it beside the manager, or call [`detach`](Self::detach) to
-/// let the task run until the manager is dropped. Built with
-/// `panic = "abort"`, the sweeps are paced by a thread instead (see
-/// [`Backoff::spawn_gc_task`](crate::Backoff::spawn_gc_task)), which the
-/// guard stops the same way.
-#[cfg(feature = "tokio")]
-#[derive(Debug)]
-#[must_use = "dropping the guard stops the GC task; keep it, or call .detach()"]
-pub struct GcTaskGuard {
-    pacer: Option<Pacer>,
-}
-
-/// What paces the sweeps: a tokio task, or (built with `panic = "abort"`)
-/// a thread.
-#[cfg(feature = "tokio")]
-#[derive(Debug)]
-enum Pacer {
-    #[cfg_attr(not(panic = "unwind"), allow(dead_code))]
-    Task(tokio::task::JoinHandle<()>),
-    #[cfg_attr(panic = "unwind", allow(dead_code))]
-    Thread(GcGuard),
-}
-
-#[cfg(feature = "tokio")]
-impl GcTaskGuard {
-    /// Stops GC: aborts the task.
-    ///
-    /// ```
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// use keyed_backoff::Backoff;
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
-    /// b.spawn_gc_task(Duration::from_secs(30))?.stop();
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn stop(self) {
-        drop(self);
-    }
-
-    /// Lets the task run on its own until the manager is dropped.
-    ///
-    /// ```
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// use keyed_backoff::Backoff;
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// let b = Arc::new(Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?);
-    /// b.spawn_gc_task(Duration::from_secs(30))?.detach();
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn detach(mut self) {
         match self.pacer.take() {
-            Some(Pacer::Thread(thread)) => thread.detach(),
-            Some(Pacer::Task(_)) | None => {}
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl Drop for GcTaskGuard {
-    fn drop(&mut self) {
-        match self.pacer.take() {
+            Some(Pacer::Thread { stop, thread }) => {
+                let (flag, wake) = &*stop;
+                *flag.lock() = true;
+                wake.notify_all();
+                // The thread contains panics of the expiry function, so it
+                // only ends through the stop flag or a dropped manager.
+                let _ = thread.join();
+            }
+            #[cfg(feature = "tokio")]
             Some(Pacer::Task(task)) => task.abort(),
-            Some(Pacer::Thread(thread)) => drop(thread),
             None => {}
         }
     }
@@ -212,9 +150,7 @@ pub(crate) fn spawn_thread<T: Send + Sync + 'static>(
         })
         .map_err(SpawnError::Thread)?;
     Ok(GcGuard {
-        stop,
-        thread: Some(thread),
-        detached: false,
+        pacer: Some(Pacer::Thread { stop, thread }),
     })
 }
 
@@ -233,7 +169,7 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
     owner: Weak<T>,
     interval: Duration,
     sweep: fn(&T),
-) -> Result<GcTaskGuard, SpawnError> {
+) -> Result<GcGuard, SpawnError> {
     let interval = positive(interval)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| SpawnError::NoRuntime)?;
     #[cfg(panic = "unwind")]
@@ -257,7 +193,7 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
                 let _ = tokio::task::spawn_blocking(move || sweep(&owner)).await;
             }
         });
-        Ok(GcTaskGuard {
+        Ok(GcGuard {
             pacer: Some(Pacer::Task(task)),
         })
     }
@@ -265,9 +201,7 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
     {
         drop(runtime);
         let thread = spawn_thread(owner, interval, sweep)?;
-        Ok(GcTaskGuard {
-            pacer: Some(Pacer::Thread(thread)),
-        })
+        Ok(thread)
     }
 }
 

@@ -34,8 +34,17 @@ where
     }
 
     /// Holds `key` until `until`, or later if it is already held longer.
-    pub(crate) fn extend(&self, key: K, until: Tick) {
-        match self.map.entry(key) {
+    pub(crate) fn extend<Q>(&self, key: &Q, until: Tick)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
+    {
+        if let Some(mut held) = self.map.get_mut(key) {
+            *held = (*held).max(until);
+            return;
+        }
+        match self.map.entry(key.to_owned().into()) {
             MapEntry::Occupied(mut held) => {
                 let later = (*held.get()).max(until);
                 *held.get_mut() = later;
@@ -99,18 +108,18 @@ mod tests {
     fn a_floor_only_moves_later() {
         let h = holds();
         assert_eq!(h.get("k"), None);
-        h.extend("k".into(), Tick(10));
-        h.extend("k".into(), Tick(5));
+        h.extend("k", Tick(10));
+        h.extend("k", Tick(5));
         assert_eq!(h.get("k"), Some(Tick(10)));
-        h.extend("k".into(), Tick(20));
+        h.extend("k", Tick(20));
         assert_eq!(h.get("k"), Some(Tick(20)));
     }
 
     #[test]
     fn cleared_and_passed_floors_are_forgotten() {
         let h = holds();
-        h.extend("a".into(), Tick(10));
-        h.extend("b".into(), Tick(30));
+        h.extend("a", Tick(10));
+        h.extend("b", Tick(30));
         h.clear("a");
         assert_eq!((h.get("a"), h.live.load(Ordering::Acquire)), (None, 1));
         assert_eq!(h.sweep(Tick(29)), 0);

@@ -74,13 +74,6 @@ pub struct Stats {
     /// ended (the sweeper carries on; a direct `gc()` call still sees the
     /// panic).
     pub gc_panics: u64,
-    /// Whether an outage is under way (with
-    /// [`outage`](crate::BackoffBuilder::outage) detection on).
-    pub in_outage: bool,
-    /// Keys an outage holds now, or holds until they are let go after it.
-    pub held: usize,
-    /// Outages declared so far.
-    pub outages: u64,
 }
 
 impl Stats {

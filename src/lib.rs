@@ -76,18 +76,26 @@
 //! [`Backoff::snapshot`] and [`Backoff::restore`] carry state across
 //! restarts; [`Backoff::stats`] and [`Backoff::dump`] serve debug endpoints.
 //!
-//! ## When one dependency is down: outage-aware backoff
+//! ## One contract for integrations, and layers over it
+//!
+//! [`Gate`] is what an integration asks of a keyed backoff: the wait left
+//! for a key, a failure, a success, a floor (`Retry-After`). [`Backoff`]
+//! implements it at no cost (its futures are ready at once); a store shared
+//! by a fleet (`keyed-backoff-redis`) implements it over the network. The
+//! tower layer and the kube crate take a gate, and optional behaviour wraps
+//! one instead of living in the manager.
+//!
+//! ## When one dependency is down: outage awareness
 //!
 //! Per-key backoff assumes keys fail on their own. When the API server or a
 //! webhook is down, every key fails at once, each ladder climbs to its cap in
-//! lockstep, and recovery waits for the cap or comes as one herd. With
-//! [`BackoffBuilder::outage`] (off by default), the manager tells a shared
-//! outage from keys failing on their own: during one, no key climbs its own
-//! ladder, every key waits on one short shared ladder and only a few probe;
-//! when successes return ([`Backoff::reset`] counts as one), the held keys
-//! are let go at a bounded rate, each at its own level from before the
-//! outage. [`OutageSettings`] has the knobs; `docs/outage.md` the rule and
-//! what it can mistake for an outage.
+//! lockstep, and recovery waits for the cap or comes as one herd.
+//! [`OutageAware`] wraps any gate and tells a shared outage from keys
+//! failing on their own: during one, no key climbs its own ladder, every key
+//! waits on one short shared ladder and only a few probe; when successes
+//! return, the parked keys are let go at a bounded rate, each at its own
+//! level from before the outage. [`OutageSettings`] has the knobs;
+//! `docs/outage.md` the rule and what it can mistake for an outage.
 //!
 //! ## Beyond the keyed manager
 //!
@@ -143,6 +151,7 @@ mod duration;
 mod entry;
 mod error;
 mod expiry;
+mod gate;
 mod gc;
 mod growth;
 mod hold;
@@ -159,14 +168,14 @@ pub mod strategy;
 mod wait;
 
 pub use backoff::Backoff;
-pub use builder::{BackoffBuilder, DefaultHashBuilder};
+pub use builder::BackoffBuilder;
+pub use entry::Advanced;
 pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 pub use error::{ConfigError, InBackoff, SpawnError};
+pub use gate::Gate;
 pub use gc::GcGuard;
-#[cfg(feature = "tokio")]
-pub use gc::GcTaskGuard;
 pub use inspect::{EntryView, Stats};
-pub use outage::OutageSettings;
+pub use outage::{OutageAware, OutageSettings};
 pub use settings::Settings;
 pub use snapshot::{Snapshot, SnapshotEntry};
 

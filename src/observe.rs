@@ -8,7 +8,7 @@
 //! | event (INFO) | metrics |
 //! |---|---|
 //! | an outage began, with the failures and successes that declared it | `keyed_backoff_outages_total` +1, `keyed_backoff_outage_active` +1 |
-//! | the outage ended, with how long it lasted and the keys it held | `keyed_backoff_outage_active` −1, `keyed_backoff_outage_duration_seconds` (histogram), `keyed_backoff_outage_held_keys_total` + the keys held |
+//! | the outage ended, with how long it lasted and the keys it parked | `keyed_backoff_outage_active` −1, `keyed_backoff_outage_duration_seconds` (histogram), `keyed_backoff_outage_parked_keys_total` + the keys parked |
 //! | the release after it is over, with the keys let go | `keyed_backoff_outage_released_keys_total` + the keys let go |
 //!
 //! The gauge counts the managers in an outage, so several managers in one
@@ -59,16 +59,16 @@ fn trace_outage(event: Event) {
             "outage began: many keys newly failing and almost none succeeding; \
              every key now waits on the shared outage ladder"
         ),
-        Event::Ended { lasted, held } => tracing::info!(
+        Event::Ended { lasted, parked } => tracing::info!(
             target: "keyed_backoff",
             lasted_ms = lasted.as_millis() as u64,
-            held,
-            "outage ended: held keys are let go at the release rate"
+            parked,
+            "outage ended: parked keys are let go at the release rate"
         ),
         Event::Released { released } => tracing::info!(
             target: "keyed_backoff",
             released,
-            "outage release over: no key is held any more"
+            "outage release over: no key is parked any more"
         ),
     }
 }
@@ -80,11 +80,11 @@ fn count_outage(event: Event) {
             metrics::counter!("keyed_backoff_outages_total").increment(1);
             metrics::gauge!("keyed_backoff_outage_active").increment(1.0);
         }
-        Event::Ended { lasted, held } => {
+        Event::Ended { lasted, parked } => {
             metrics::gauge!("keyed_backoff_outage_active").decrement(1.0);
             metrics::histogram!("keyed_backoff_outage_duration_seconds")
                 .record(lasted.as_secs_f64());
-            metrics::counter!("keyed_backoff_outage_held_keys_total").increment(held as u64);
+            metrics::counter!("keyed_backoff_outage_parked_keys_total").increment(parked as u64);
         }
         Event::Released { released } => {
             metrics::counter!("keyed_backoff_outage_released_keys_total").increment(released);

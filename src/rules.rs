@@ -17,7 +17,8 @@
 use std::time::Duration;
 
 use crate::duration::positive_nanos;
-use crate::entry::{Entry, Tick};
+use crate::duration::saturating_nanos;
+use crate::entry::{Advanced, Entry, MAX_BACKOFF, Tick};
 use crate::growth::Growth;
 
 /// When an entry counts as stale: client-go's `HasExpiredFunc`, asked with
@@ -107,6 +108,27 @@ pub(crate) fn remaining_since(
 #[inline]
 pub(crate) fn held(until: Option<Tick>, at: Tick) -> Option<Duration> {
     positive_nanos(until?.since(at))
+}
+
+/// A key put back at `level` at `now`, its backoff just over (its last
+/// update one backoff ago): `None`, changing nothing, when `old` is still
+/// live. Its next failure climbs from `level`.
+#[inline]
+pub(crate) fn resumed(
+    stale: &(impl Staleness + ?Sized),
+    old: Option<Entry>,
+    level: Advanced,
+    now: Tick,
+) -> Option<Entry> {
+    if old.is_some_and(|e| !expired(stale, e, now)) {
+        return None;
+    }
+    let backoff = saturating_nanos(level.backoff.min(MAX_BACKOFF));
+    Some(Entry::new(
+        now.plus(-i128::from(backoff)),
+        backoff,
+        level.attempts.max(1),
+    ))
 }
 
 /// The gate: refuse with the remaining wait if `old` is in backoff at

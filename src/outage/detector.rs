@@ -98,7 +98,7 @@ impl Detector {
             declared: Counts::default(),
             in_outage: false,
             streak: 0,
-            window: settings.window,
+            window: settings.detection_window,
             min_failing_keys: settings.min_failing_keys as usize,
             max_success_ratio: settings.max_success_ratio,
             recovery_successes: settings.recovery_successes,
@@ -109,6 +109,14 @@ impl Detector {
     #[cfg(test)]
     pub(crate) fn in_outage(&self) -> bool {
         self.in_outage
+    }
+
+    /// Takes the totals of failures and successes told so far from outside
+    /// (the watch counts them without a lock): the counts of the marks to
+    /// come are taken from them.
+    pub(crate) fn totals(&mut self, failures: u64, successes: u64) {
+        self.failures = failures;
+        self.successes = successes;
     }
 
     /// The outcomes that declared the latest outage.
@@ -226,7 +234,7 @@ mod tests {
     fn detector() -> Detector {
         Detector::new(
             &OutageSettings::new()
-                .window(Duration::from_secs(10))
+                .detection_window(Duration::from_secs(10))
                 .min_failing_keys(5)
                 .max_success_ratio(0.2)
                 .recovery_successes(2),

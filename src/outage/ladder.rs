@@ -1,4 +1,4 @@
-//! The shared ladder: during an outage every held key waits on one ladder
+//! The shared ladder: during an outage every parked key waits on one ladder
 //! of steps (from `initial` doubling to `max`, counted from the moment the
 //! outage began) instead of climbing its own.
 //!
@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::held::{Held, Turn};
+use super::parked::{Parked, Turn};
 use super::settings::OutageSettings;
 
 /// Whole nanoseconds of `d`, saturating.
@@ -21,7 +21,7 @@ fn ns(d: Duration) -> u64 {
 
 /// One step of the ladder, in time since the outage began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Step {
+pub(crate) struct Rung {
     /// 0 for the first step.
     pub(crate) index: u64,
     /// When it starts, after the outage began.
@@ -30,7 +30,7 @@ pub(crate) struct Step {
     pub(crate) len: Duration,
 }
 
-impl Step {
+impl Rung {
     /// Where in the step a key with draw `u` (in `[0, 1)`) has its slot.
     pub(crate) fn slot(self, u: f64) -> Duration {
         self.start
@@ -60,7 +60,7 @@ impl Ladder {
     }
 
     /// The step under way `elapsed` after the outage began.
-    pub(crate) fn step_at(&self, elapsed: Duration) -> Step {
+    pub(crate) fn rung_at(&self, elapsed: Duration) -> Rung {
         let elapsed = ns(elapsed);
         let (mut index, mut start, mut len) = (0u64, 0u64, self.initial.min(self.max));
         // Doubling: at most 64 steps before `len` reaches `max`.
@@ -78,7 +78,7 @@ impl Ladder {
     }
 
     /// The step after `s`.
-    pub(crate) fn after(&self, s: Step) -> Step {
+    pub(crate) fn after(&self, s: Rung) -> Rung {
         let len = ns(s.len).saturating_mul(2).min(self.max);
         step(
             s.index.saturating_add(1),
@@ -88,8 +88,8 @@ impl Ladder {
     }
 }
 
-fn step(index: u64, start: u64, len: u64) -> Step {
-    Step {
+fn step(index: u64, start: u64, len: u64) -> Rung {
+    Rung {
         index,
         start: Duration::from_nanos(start),
         len: Duration::from_nanos(len),
@@ -158,33 +158,33 @@ impl Outage {
         self.ladder.max()
     }
 
-    /// What `held` may do at `at`; `draw(step)` is the key's draw in
+    /// What `parked` may do at `at`; `draw(step)` is the key's draw in
     /// `[0, 1)` for that step. At or after its slot, if it has not tried in
     /// this step, it claims one of the step's probe turns (once per step)
     /// and may go; otherwise it waits for its slot, or for its slot in the
     /// next step.
     pub(crate) fn turn<L>(
         &mut self,
-        held: &mut Held<L>,
+        parked: &mut Parked<L>,
         at: Duration,
         draw: impl Fn(u64) -> f64,
     ) -> Turn {
-        self.decide(held, at, &draw).0
+        self.decide(parked, at, &draw).0
     }
 
-    /// `held` tried the dependency at `at` and failed. On its turn (see
+    /// `parked` tried the dependency at `at` and failed. On its turn (see
     /// [`turn`](Self::turn)) the failure counts: `Ok` with its slot in the
     /// next step, which it waits for. Out of turn, `Err` with the time its
     /// turn comes.
     pub(crate) fn failed<L>(
         &mut self,
-        held: &mut Held<L>,
+        parked: &mut Parked<L>,
         at: Duration,
         draw: impl Fn(u64) -> f64,
     ) -> Result<Duration, Duration> {
-        match self.decide(held, at, &draw) {
+        match self.decide(parked, at, &draw) {
             (Turn::Go, step) => {
-                held.tried = Some(step.index);
+                parked.counted_in = Some(step.index);
                 Ok(self.slot(self.ladder.after(step), &draw))
             }
             (Turn::Wait(until), _) => Err(until),
@@ -194,28 +194,28 @@ impl Outage {
     /// The turn, and the step under way at `at`.
     fn decide<L>(
         &mut self,
-        held: &mut Held<L>,
+        parked: &mut Parked<L>,
         at: Duration,
         draw: &dyn Fn(u64) -> f64,
-    ) -> (Turn, Step) {
-        let step = self.ladder.step_at(at.saturating_sub(self.began));
+    ) -> (Turn, Rung) {
+        let step = self.ladder.rung_at(at.saturating_sub(self.began));
         let next = self.slot(self.ladder.after(step), draw);
-        if held.tried == Some(step.index) {
+        if parked.counted_in == Some(step.index) {
             return (Turn::Wait(next), step);
         }
         let slot = self.slot(step, draw);
         if at < slot {
             return (Turn::Wait(slot), step);
         }
-        if held.probe == Some(step.index) || self.probes.claim(step.index) {
-            held.probe = Some(step.index);
+        if parked.probe_in == Some(step.index) || self.probes.claim(step.index) {
+            parked.probe_in = Some(step.index);
             return (Turn::Go, step);
         }
         (Turn::Wait(next), step)
     }
 
     /// The time of a key's slot in `step`.
-    fn slot(&self, step: Step, draw: &dyn Fn(u64) -> f64) -> Duration {
+    fn slot(&self, step: Rung, draw: &dyn Fn(u64) -> f64) -> Duration {
         self.began.saturating_add(step.slot(draw(step.index)))
     }
 }
@@ -242,7 +242,7 @@ mod tests {
         let starts: Vec<_> = [0, 999, 1_000, 2_999, 3_000, 6_999, 7_000, 10_999, 11_000]
             .iter()
             .map(|&t| {
-                let s = l.step_at(ms(t));
+                let s = l.rung_at(ms(t));
                 (s.index, s.start, s.len)
             })
             .collect();
@@ -261,19 +261,19 @@ mod tests {
             ]
         );
         // After the cap, step n starts at 3 s + (n − 2)·4 s.
-        let s = l.step_at(ms(3_000 + 4_000 * 1_000 + 1));
+        let s = l.rung_at(ms(3_000 + 4_000 * 1_000 + 1));
         assert_eq!((s.index, s.start), (1_002, ms(3_000 + 4_000 * 1_000)));
     }
 
     #[test]
     fn after_is_the_step_that_follows() {
         let l = ladder(250, 1_000);
-        let mut s = l.step_at(Duration::ZERO);
+        let mut s = l.rung_at(Duration::ZERO);
         for _ in 0..50 {
             let next = l.after(s);
-            assert_eq!(next, l.step_at(s.start + s.len), "after {s:?}");
+            assert_eq!(next, l.rung_at(s.start + s.len), "after {s:?}");
             assert_eq!(
-                l.step_at(next.start + next.len - Duration::from_nanos(1)),
+                l.rung_at(next.start + next.len - Duration::from_nanos(1)),
                 next
             );
             s = next;
@@ -284,8 +284,8 @@ mod tests {
     #[test]
     fn equal_initial_and_max_and_huge_times_hold() {
         let l = ladder(5, 5);
-        assert_eq!(l.step_at(ms(12)).index, 2);
-        let far = l.step_at(Duration::MAX);
+        assert_eq!(l.rung_at(ms(12)).index, 2);
+        let far = l.rung_at(Duration::MAX);
         assert!(far.start <= Duration::MAX && far.len == ms(5));
         assert!(l.after(far).start >= far.start);
     }
@@ -321,9 +321,9 @@ mod tests {
     #[test]
     fn a_key_waits_for_its_slot_then_tries_once_per_step() {
         let mut o = outage(None);
-        let mut k = Held::new(());
+        let mut k = Parked::new(());
         let half = |_| 0.5;
-        // Step 0 is [100 s, 101 s): slot at 100.5 s.
+        // Rung 0 is [100 s, 101 s): slot at 100.5 s.
         assert_eq!(o.turn(&mut k, ms(100_000), half), Turn::Wait(ms(100_500)));
         assert_eq!(o.failed(&mut k, ms(100_200), half), Err(ms(100_500)));
         assert_eq!(o.turn(&mut k, ms(100_500), half), Turn::Go);
@@ -340,7 +340,7 @@ mod tests {
     #[test]
     fn a_key_that_tries_without_asking_is_counted_on_its_turn() {
         let mut o = outage(Some(1));
-        let mut k = Held::new(());
+        let mut k = Parked::new(());
         // Past its slot in step 0 and a probe turn is free: counted.
         assert_eq!(o.failed(&mut k, ms(100_900), |_| 0.0), Ok(ms(101_000)));
     }
@@ -349,7 +349,7 @@ mod tests {
     fn only_the_first_probes_of_a_step_go() {
         let mut o = outage(Some(2));
         let draw = |key: u64| move |step: u64| ((key * 7 + step * 3) % 10) as f64 / 10.0;
-        let mut keys: Vec<Held<u64>> = (0..10).map(Held::new).collect();
+        let mut keys: Vec<Parked<u64>> = (0..10).map(Parked::new).collect();
         // At the end of step 0 every slot has passed; two keys may go.
         let at = ms(100_999);
         let turns: Vec<Turn> = keys
@@ -374,7 +374,7 @@ mod tests {
         assert!(waits.iter().all(|w| (ms(101_000)..ms(103_000)).contains(w)));
         // A key that claimed a turn keeps it for the step; the probes of
         // step 1 are claimed anew.
-        let probe = keys.iter().position(|k| k.probe == Some(0)).unwrap();
+        let probe = keys.iter().position(|k| k.probe_in == Some(0)).unwrap();
         let key = keys[probe].level;
         assert_eq!(o.turn(&mut keys[probe], at, draw(key)), Turn::Go);
         let step1 = ms(102_999);

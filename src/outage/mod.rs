@@ -1,39 +1,41 @@
-//! Outage-aware backoff: when many keys fail at once because one
-//! dependency is down, back off once for all of them, and recover in
-//! seconds once it is back.
+//! Outage awareness: when many keys fail at once because one dependency
+//! is down, back off once for all of them, and recover in seconds once it
+//! is back. A wrapper, [`OutageAware`], over any keyed backoff that
+//! implements the [`Gate`](crate::Gate) contract; nothing of it lives in
+//! the backoff under it.
 //!
 //! Per-key backoff assumes keys fail on their own. When the API server, a
 //! webhook or a database is down, every key fails together: each ladder
 //! climbs toward its cap in lockstep, and when the dependency returns each
 //! key waits out its own long backoff, or all of them retry in the same
-//! instant. With [`OutageSettings`] given to the builder, the manager
-//! tells the two apart and handles the shared case in three parts:
+//! instant. The wrapper tells the two apart and handles the shared case in
+//! three parts:
 //!
-//! - **Detection** (`detector`): many keys newly failing within a window
-//!   while (almost) nothing succeeds is an outage; successes in a row end
-//!   it.
-//! - **Holding** (`ladder`): during an outage no key's own ladder climbs;
+//! - **Detection** (`detector`): many keys newly failing within the
+//!   detection window while (almost) nothing succeeds is an outage;
+//!   successes in a row end it.
+//! - **Parking** (`ladder`): during an outage no key's own ladder climbs;
 //!   every key waits on one shared ladder, at a slot of its own in each
 //!   step, and only a few keys per step may try the dependency.
-//! - **Release** (`release`): when the outage ends, held keys are let go
+//! - **Release** (`release`): when the outage ends, parked keys are let go
 //!   one at a time at a bounded rate, each back at its own pre-outage
 //!   level.
 //!
 //! Each part is a pure rule over times on one line (durations from any
 //! fixed origin): no clock, lock or map. The `watch` holds their state and
-//! the keys held behind one lock; the `hooks` are what the manager calls at
-//! each operation. `docs/outage.md` has the whole rule, what it can mistake
-//! for an outage, and its knobs.
+//! the parked keys; [`OutageAware`] asks it at each call of the contract.
+//! `docs/outage.md` has the whole rule, what it can mistake for an outage,
+//! and its knobs.
 
+mod aware;
 mod detector;
-mod held;
-mod hooks;
 mod ladder;
+mod parked;
 mod release;
 mod settings;
 mod watch;
 
+pub use aware::OutageAware;
 pub use settings::OutageSettings;
 
-pub(crate) use hooks::{KeyWatch, failure, noted, stats, success, wait};
 pub(crate) use watch::Event;

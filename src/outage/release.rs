@@ -1,8 +1,8 @@
-//! The release: when an outage ends, the keys it held are let go one at a
+//! The release: when an outage ends, the keys it parked are let go one at a
 //! time at a bounded rate, in the order they ask, instead of all at once
 //! or each at the end of its own long wait.
 //!
-//! A held key asks again at least once every two steps of the outage
+//! A parked key asks again at least once every two steps of the outage
 //! ladder; the first time it asks after the end, it is given the next free
 //! time of the release: the later of now, one gap (`1 / rate`) after the
 //! previous key's, and one second after the attempt `rate` places back.
@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::held::{Held, Turn};
+use super::parked::{Parked, Turn};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -30,24 +30,24 @@ pub(crate) struct Release {
     /// The latest attempts (at most `per_second`), oldest first: the
     /// outage's last ones, then the keys let go.
     latest: VecDeque<Duration>,
-    /// After this, no held key is waiting any more.
+    /// After this, no parked key is waiting any more.
     until: Duration,
 }
 
 impl Release {
-    /// The release after an outage that ended at `ended`, of `held` keys at
+    /// The release after an outage that ended at `ended`, of `parked` keys at
     /// `rate` keys per second (validated: `0 < rate <= 1e6`), whose ladder's
     /// longest step was `max_step`. `before` are the times, oldest first and
     /// none after `ended`, of the attempts the outage let through in its
     /// last second: they count against the release's first second.
     ///
-    /// Every held key asks within two steps of the end, and the last of
-    /// them is let go at most `held` gaps, and one for each attempt before,
-    /// after that: past then, no key is held.
+    /// Every parked key asks within two steps of the end, and the last of
+    /// them is let go at most `parked` gaps, and one for each attempt before,
+    /// after that: past then, no key is parked.
     pub(crate) fn new(
         ended: Duration,
         rate: f64,
-        held: usize,
+        parked: usize,
         max_step: Duration,
         before: impl IntoIterator<Item = Duration>,
     ) -> Self {
@@ -60,7 +60,7 @@ impl Release {
                 push_bounded(&mut latest, at, per_second);
             }
         }
-        let waiting = held.saturating_add(latest.len());
+        let waiting = parked.saturating_add(latest.len());
         let queue = gap.saturating_mul(u32::try_from(waiting).unwrap_or(u32::MAX));
         Release {
             next: ended,
@@ -73,7 +73,7 @@ impl Release {
         }
     }
 
-    /// Whether the release is over at `at`: no key is held any more.
+    /// Whether the release is over at `at`: no key is parked any more.
     pub(crate) fn over(&self, at: Duration) -> bool {
         at > self.until
     }
@@ -90,10 +90,10 @@ impl Release {
         slot
     }
 
-    /// What `held` may do at `at`: the first time it asks, it takes its
+    /// What `parked` may do at `at`: the first time it asks, it takes its
     /// time to go; it waits until then and goes after.
-    pub(crate) fn turn<L>(&mut self, held: &mut Held<L>, at: Duration) -> Turn {
-        let go = *held.release_at.get_or_insert_with(|| self.claim(at));
+    pub(crate) fn turn<L>(&mut self, parked: &mut Parked<L>, at: Duration) -> Turn {
+        let go = *parked.release_at.get_or_insert_with(|| self.claim(at));
         if at < go { Turn::Wait(go) } else { Turn::Go }
     }
 
@@ -124,7 +124,7 @@ mod tests {
     fn keys_go_in_the_order_they_ask_one_gap_apart() {
         let mut r = Release::new(ms(1_000), 10.0, 3, ms(4_000), []);
         assert_eq!(r.gap(), ms(100));
-        let mut keys: Vec<Held<()>> = (0..3).map(|_| Held::new(())).collect();
+        let mut keys: Vec<Parked<()>> = (0..3).map(|_| Parked::new(())).collect();
         // Three keys ask at once: 1.0 s, 1.1 s, 1.2 s.
         let turns: Vec<Turn> = keys.iter_mut().map(|k| r.turn(k, ms(1_000))).collect();
         assert_eq!(
@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(r.turn(&mut keys[2], ms(1_150)), Turn::Wait(ms(1_200)));
         assert_eq!(r.turn(&mut keys[2], ms(1_200)), Turn::Go);
         // A key asking after the queue has drained goes at once.
-        let mut late = Held::new(());
+        let mut late = Parked::new(());
         assert_eq!(r.turn(&mut late, ms(5_000)), Turn::Go);
         assert_eq!(r.claim(ms(5_000)), ms(5_100));
     }

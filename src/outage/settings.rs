@@ -19,14 +19,15 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// When many keys failing at once count as one outage, how keys wait during
 /// it, and how they are let go when it ends.
 ///
-/// Outage-aware backoff is off unless a builder is given these settings; a
-/// manager without them keeps client-go's semantics exactly.
+/// Outage awareness is a wrapper, [`OutageAware`](crate::OutageAware),
+/// made with these settings over any keyed backoff; the backoff under it
+/// keeps client-go's semantics exactly.
 /// `docs/outage.md` explains the rule in full.
 ///
 /// | setting | default | what it decides |
 /// |---|---|---|
-/// | [`window`](Self::window) | 30 s | the longest span of the fresh failures that declare an outage |
-/// | [`min_failing_keys`](Self::min_failing_keys) | 20 | distinct keys that must newly fail within the window |
+/// | [`detection_window`](Self::detection_window) | 30 s | the longest span of the fresh failures that declare an outage |
+/// | [`min_failing_keys`](Self::min_failing_keys) | 20 | distinct keys that must newly fail within the detection window |
 /// | [`max_success_ratio`](Self::max_success_ratio) | 0.1 | the largest share of successes that still looks like an outage |
 /// | [`recovery_successes`](Self::recovery_successes) | 2 | successes in a row that end an outage |
 /// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every held key shares |
@@ -58,7 +59,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 ///   second sees more than 200 of them.
 ///
 /// What the rule can mistake for an outage: twenty or more keys that start
-/// failing on their own within the window while nothing else succeeds (a
+/// failing on their own within the detection window while nothing else succeeds (a
 /// quiet controller whose healthy objects are not being reconciled, and a
 /// bad rollout that breaks many objects at once). Those keys then wait on
 /// the short outage ladder instead of climbing their own, and the first
@@ -80,7 +81,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OutageSettings {
-    pub(crate) window: Duration,
+    pub(crate) detection_window: Duration,
     pub(crate) min_failing_keys: u32,
     pub(crate) max_success_ratio: f64,
     pub(crate) recovery_successes: u32,
@@ -88,12 +89,13 @@ pub struct OutageSettings {
     pub(crate) max: Duration,
     pub(crate) probes: Option<u32>,
     pub(crate) release_rate: f64,
+    pub(crate) seed: Option<u64>,
 }
 
 impl Default for OutageSettings {
     fn default() -> Self {
         OutageSettings {
-            window: Duration::from_secs(30),
+            detection_window: Duration::from_secs(30),
             min_failing_keys: 20,
             max_success_ratio: 0.1,
             recovery_successes: 2,
@@ -101,6 +103,7 @@ impl Default for OutageSettings {
             max: Duration::from_secs(4),
             probes: Some(3),
             release_rate: 200.0,
+            seed: None,
         }
     }
 }
@@ -113,12 +116,12 @@ impl OutageSettings {
 
     /// The longest time the latest `min_failing_keys` fresh failures may
     /// be spread over and still declare an outage: 1 ms to 1 h.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
+    pub fn detection_window(mut self, window: Duration) -> Self {
+        self.detection_window = window;
         self
     }
 
-    /// How many keys must newly fail within the window: 2 to 100,000.
+    /// How many keys must newly fail within the detection window: 2 to 100,000.
     pub fn min_failing_keys(mut self, keys: u32) -> Self {
         self.min_failing_keys = keys;
         self
@@ -169,6 +172,14 @@ impl OutageSettings {
         self
     }
 
+    /// The seed that spreads the keys' slots over each step of the ladder:
+    /// a fixed seed gives every run the same slots (tests, simulations).
+    /// Random by default.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
     /// Checks every value, naming the first one out of range (field names
     /// are prefixed with `outage.`).
     ///
@@ -179,10 +190,10 @@ impl OutageSettings {
     /// assert_eq!(err.to_string(), "invalid outage.max_success_ratio: must be a finite number >= 0 and < 1, got 1");
     /// ```
     pub fn validate(self) -> Result<Self, ConfigError> {
-        let window = self.window;
+        let window = self.detection_window;
         if !(SHORTEST..=LONGEST_WINDOW).contains(&window) {
             return Err(ConfigError::new(
-                "outage.window",
+                "outage.detection_window",
                 "between 1ms and 1h",
                 format!("{window:?}"),
             ));
@@ -261,15 +272,19 @@ mod tests {
         let s = OutageSettings::new;
         let ms = Duration::from_millis;
         // Window: 1 ms ..= 1 h.
-        assert!(s().window(ms(1)).validate().is_ok());
-        assert!(s().window(Duration::from_secs(3600)).validate().is_ok());
-        assert_eq!(
-            field(s().window(Duration::from_micros(999))),
-            "outage.window"
+        assert!(s().detection_window(ms(1)).validate().is_ok());
+        assert!(
+            s().detection_window(Duration::from_secs(3600))
+                .validate()
+                .is_ok()
         );
         assert_eq!(
-            field(s().window(Duration::from_secs(3601))),
-            "outage.window"
+            field(s().detection_window(Duration::from_micros(999))),
+            "outage.detection_window"
+        );
+        assert_eq!(
+            field(s().detection_window(Duration::from_secs(3601))),
+            "outage.detection_window"
         );
         // Keys: at least 2.
         assert!(s().min_failing_keys(2).validate().is_ok());

@@ -1,65 +1,69 @@
 //! The watch: the detector, the outage under way or the release after it,
-//! and the keys held, behind one lock. The manager tells it every outcome
-//! and asks it about a key before answering for it; the watch decides with
-//! the pure rules of its sibling modules and never touches the entries.
+//! and the parked keys. The wrapper tells it every outcome and asks it
+//! about a key before answering for it; the watch decides with the pure
+//! rules of its sibling modules and never touches a key's own state.
 //!
-//! Held keys are remembered by a 64-bit hash of the key (seeded), not by
-//! the key: a query can hold a key it only borrows, and two keys whose
-//! hashes collide would merely share their turns.
+//! Outside an outage the common outcomes cost no lock: a success or a
+//! failure that continues a key's ladder is one atomic add. Only a fresh
+//! failure (one that started a key's ladder) takes the lock, to be
+//! remembered by the detector, and only while an outage or its release is
+//! under way does every call take it.
+//!
+//! Parked keys are remembered by a 64-bit hash of the key (seeded), not by
+//! the key: two keys whose hashes collide would merely share their turns.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::detector::{Change, Counts, Detector, Outcome};
-use super::held::{Held, Turn};
 use super::ladder::Outage;
+use super::parked::{Parked, Turn};
 use super::release::{Release, push_bounded};
 use super::settings::OutageSettings;
 use crate::draws::unit_at;
 
-/// What the manager does with a key the watch was asked about.
+/// What the wrapper does with a key the watch was asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict<L> {
-    /// Not held: the manager's own rules decide.
+pub(crate) enum Ruling<L> {
+    /// Not parked: the key's own backoff decides.
     Free,
-    /// Held until this time; a failure reported now is `counted` when it
-    /// was the key's turn (the gate advances it, without touching the
-    /// entry), and out of turn otherwise (the gate refuses it).
-    Held { until: Duration, counted: bool },
-    /// Let go now, after the outage: the manager's own rules decide, with
-    /// the key's own level as it stood when the outage first held it.
+    /// Parked until this time; a failure reported now is `counted` when it
+    /// was the key's turn, and out of turn otherwise.
+    Parked { until: Duration, counted: bool },
+    /// Let go now, after the outage: the key's own backoff decides, from
+    /// its level as it stood when the outage first parked it.
     Released { level: L },
 }
 
-/// Why the manager asks about a key.
+/// Why the wrapper asks about a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Asked {
-    /// To answer a query (`remaining`, the checks).
-    Query,
-    /// Before writing a failure (`next`, the gate).
+    /// A caller about to run the key (it claims the key's turn).
+    Claim,
+    /// A failure of the key.
     Failure,
 }
 
 /// What a change of state was, for events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// An outage began, with the window's counts.
+    /// An outage began, with the counts that declared it.
     Began(Counts),
-    /// The outage ended after `lasted`, with `held` keys to let go.
-    Ended { lasted: Duration, held: usize },
+    /// The outage ended after `lasted`, with `parked` keys to let go.
+    Ended { lasted: Duration, parked: usize },
     /// The release is over: `released` keys were let go.
     Released { released: u64 },
 }
 
-/// Counters of the watch, for [`Stats`](crate::Stats).
+/// Counters of the watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
     pub(crate) in_outage: bool,
-    pub(crate) held: usize,
+    pub(crate) parked: usize,
     pub(crate) outages: u64,
 }
 
@@ -72,14 +76,11 @@ enum Phase {
 struct Inner<L> {
     detector: Detector,
     phase: Phase,
-    held: HashMap<u64, Held<L>>,
-    /// Keys whose failure was told ahead of its write: their next written
-    /// failure is the same one, not counted again.
-    noted: HashSet<u64>,
+    parked: HashMap<u64, Parked<L>>,
     /// When the outage's latest outcomes were told (the last second's, at
-    /// most the release rate of them): attempts that reached the dependency,
-    /// counted against the release's first second.
-    tried: VecDeque<Duration>,
+    /// most the release rate of them): attempts that reached the
+    /// dependency, counted against the release's first second.
+    reached: VecDeque<Duration>,
     outages: u64,
     released: u64,
 }
@@ -87,8 +88,12 @@ struct Inner<L> {
 pub(crate) struct Watch<L> {
     settings: OutageSettings,
     hasher: foldhash::quality::FixedState,
-    /// False while nothing is held: the manager's queries skip the lock.
+    /// False while nothing is parked: the common calls skip the lock.
     active: AtomicBool,
+    /// Every failure and success told outside the lock, in order of
+    /// arrival: the detector reads them when a fresh failure comes.
+    failures: AtomicU64,
+    successes: AtomicU64,
     inner: Mutex<Inner<L>>,
 }
 
@@ -99,12 +104,13 @@ impl<L: Copy> Watch<L> {
             settings,
             hasher: foldhash::quality::FixedState::with_seed(seed),
             active: AtomicBool::new(false),
+            failures: AtomicU64::new(0),
+            successes: AtomicU64::new(0),
             inner: Mutex::new(Inner {
                 detector: Detector::new(&settings),
                 phase: Phase::Normal,
-                held: HashMap::new(),
-                noted: HashSet::new(),
-                tried: VecDeque::new(),
+                parked: HashMap::new(),
+                reached: VecDeque::new(),
                 outages: 0,
                 released: 0,
             }),
@@ -118,86 +124,67 @@ impl<L: Copy> Watch<L> {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// A failure of `key` the manager wrote at `at`; `fresh` when it
-    /// started the key's ladder.
+    /// A failure of `key` that its own backoff counted at `at`; `fresh`
+    /// when it started the key's ladder. Lock-free unless fresh.
+    #[inline]
     pub(crate) fn failed<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         fresh: bool,
         at: Duration,
-        mut events: impl FnMut(Event),
+        events: impl FnMut(Event),
     ) {
-        let hash = self.hasher.hash_one(key);
+        let before = self.failures.fetch_add(1, Ordering::Relaxed);
+        if fresh {
+            self.record_fresh(self.hasher.hash_one(key), before, at, events);
+        }
+    }
+
+    /// A fresh failure of the key with `hash`, `before` failures told
+    /// before it: remembered by the detector, which may declare an outage.
+    #[inline(never)]
+    fn record_fresh(&self, hash: u64, before: u64, at: Duration, mut events: impl FnMut(Event)) {
         let began = {
             let mut inner = self.inner.lock();
-            if inner.noted.remove(&hash) {
-                return;
-            }
-            self.record(&mut inner, hash, fresh, at)
+            let inner = &mut *inner;
+            let successes = self.successes.load(Ordering::Relaxed);
+            inner.detector.totals(before, successes);
+            let began = inner.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
+            began.then(|| {
+                self.begin(inner, at);
+                Event::Began(inner.detector.declared())
+            })
         };
         // Events are told with the lock released.
         began.into_iter().for_each(&mut events);
     }
 
-    /// A failure of `key` at `at` told before the manager writes it:
-    /// recorded as [`failed`](Self::failed) would, and the key's next
-    /// written failure, being the same one, is not recorded again.
-    pub(crate) fn noted<Q: Hash + ?Sized>(
-        &self,
-        key: &Q,
-        fresh: bool,
-        at: Duration,
-        mut events: impl FnMut(Event),
-    ) {
-        let hash = self.hasher.hash_one(key);
-        let began = {
-            let mut inner = self.inner.lock();
-            inner.noted.insert(hash);
-            self.tried(&mut inner, at);
-            self.record(&mut inner, hash, fresh, at)
-        };
-        began.into_iter().for_each(&mut events);
-    }
-
-    /// Records a failure of the key with `hash`; the event if it began an
-    /// outage.
-    fn record(&self, inner: &mut Inner<L>, hash: u64, fresh: bool, at: Duration) -> Option<Event> {
-        let outcome = match fresh {
-            true => Outcome::Fresh(hash),
-            false => Outcome::Failure,
-        };
-        let began = inner.detector.record(outcome, at) == Some(Change::Began);
-        began.then(|| {
-            self.begin(inner, at);
-            Event::Began(inner.detector.declared())
-        })
-    }
-
-    /// A success of `key` at `at`: it is no longer held, and it may end
-    /// the outage.
+    /// A success of `key` at `at`: it is no longer parked, and it may end
+    /// the outage. Lock-free while no outage or release is under way.
+    #[inline]
     pub(crate) fn succeeded<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         at: Duration,
         mut events: impl FnMut(Event),
     ) {
+        self.successes.fetch_add(1, Ordering::Relaxed);
+        if !self.active() {
+            return;
+        }
         let ended = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
-            let hash = self.hasher.hash_one(key);
-            inner.noted.remove(&hash);
-            if self.active() {
-                inner.held.remove(&hash);
-            }
-            self.tried(inner, at);
+            inner.parked.remove(&self.hasher.hash_one(key));
+            self.reached(inner, at);
             match (inner.detector.record(Outcome::Success, at), &inner.phase) {
                 (Some(Change::Ended), Phase::Outage(outage)) => {
-                    let (lasted, held) = (at.saturating_sub(outage.began()), inner.held.len());
+                    let (lasted, parked) = (at.saturating_sub(outage.began()), inner.parked.len());
                     let rate = self.settings.release_rate;
-                    let tried = std::mem::take(&mut inner.tried);
-                    let release = Release::new(at, rate, held, outage.max_step(), tried);
+                    let reached = std::mem::take(&mut inner.reached);
+                    let release = Release::new(at, rate, parked, outage.max_step(), reached);
                     inner.phase = Phase::Release(release);
-                    Some(Event::Ended { lasted, held })
+                    Some(Event::Ended { lasted, parked })
                 }
                 _ => None,
             }
@@ -210,62 +197,98 @@ impl<L: Copy> Watch<L> {
         let inner = self.inner.lock();
         Tally {
             in_outage: matches!(inner.phase, Phase::Outage(_)),
-            held: inner.held.len(),
+            parked: inner.parked.len(),
             outages: inner.outages,
         }
     }
 
-    /// What `key` may do at `at`, `asked` before answering a query or
-    /// before writing a failure. During an outage the key is held (`level`
-    /// gives its own level the first time); during the release it takes
-    /// its time to go. For a failure, `Free` means the manager writes it
-    /// and then calls [`failed`](Self::failed).
-    pub(crate) fn verdict<Q: Hash + ?Sized>(
+    /// The wait `key` would be told at `at` if it asked to run, changing
+    /// nothing: no key is parked, no probe's turn and no release slot is
+    /// taken. `None` when it could go.
+    pub(crate) fn peek<Q: Hash + ?Sized>(
+        &self,
+        key: &Q,
+        at: Duration,
+        level: L,
+    ) -> Option<Duration> {
+        if !self.active() {
+            return None;
+        }
+        let inner = self.inner.lock();
+        let hash = self.hasher.hash_one(key);
+        let mut parked = inner
+            .parked
+            .get(&hash)
+            .cloned()
+            .unwrap_or_else(|| Parked::new(level));
+        let turn = match &inner.phase {
+            Phase::Normal => Turn::Go,
+            Phase::Outage(outage) => outage.clone().turn(&mut parked, at, |s| unit_at(hash, s)),
+            Phase::Release(release) if release.over(at) => Turn::Go,
+            Phase::Release(_) if !inner.parked.contains_key(&hash) => Turn::Go,
+            Phase::Release(release) => release.clone().turn(&mut parked, at),
+        };
+        match turn {
+            Turn::Go => None,
+            Turn::Wait(until) => Some(until.saturating_sub(at)),
+        }
+    }
+
+    /// What `key` may do at `at`, `asked` by a caller about to run it or
+    /// for a failure. During an outage the key is parked (`level` gives
+    /// its own level the first time); during the release it takes its
+    /// time to go. For a failure, `Free` means the key's own backoff
+    /// counts it and the wrapper then calls [`failed`](Self::failed).
+    pub(crate) fn rule<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         at: Duration,
         asked: Asked,
-        level: impl FnOnce() -> L,
+        level: L,
         mut events: impl FnMut(Event),
-    ) -> Verdict<L> {
+    ) -> Ruling<L> {
         if !self.active() {
-            return Verdict::Free;
+            return Ruling::Free;
         }
-        let (verdict, event) = self.decide(key, at, asked == Asked::Failure, level);
+        let (ruling, event) = self.decide(self.inner.lock(), key, at, asked, level);
         event.into_iter().for_each(&mut events);
-        verdict
+        ruling
     }
 
-    /// [`verdict`](Self::verdict), and the event it causes.
+    /// [`rule`](Self::rule) under the lock, and the event it causes.
     fn decide<Q: Hash + ?Sized>(
         &self,
+        mut inner: MutexGuard<'_, Inner<L>>,
         key: &Q,
         at: Duration,
-        failure: bool,
-        level: impl FnOnce() -> L,
-    ) -> (Verdict<L>, Option<Event>) {
-        let mut inner = self.inner.lock();
+        asked: Asked,
+        level: L,
+    ) -> (Ruling<L>, Option<Event>) {
         let inner = &mut *inner;
         let hash = self.hasher.hash_one(key);
-        if failure && matches!(inner.phase, Phase::Outage(_)) && !inner.noted.remove(&hash) {
+        let failure = asked == Asked::Failure;
+        if failure && matches!(inner.phase, Phase::Outage(_)) {
             // Any failure seen during an outage breaks a run of successes.
             inner.detector.record(Outcome::Failure, at);
-            self.tried(inner, at);
+            self.reached(inner, at);
         }
-        let verdict = match &mut inner.phase {
-            Phase::Normal => Verdict::Free,
+        let ruling = match &mut inner.phase {
+            Phase::Normal => Ruling::Free,
             Phase::Outage(outage) => {
-                let held = inner.held.entry(hash).or_insert_with(|| Held::new(level()));
+                let parked = inner
+                    .parked
+                    .entry(hash)
+                    .or_insert_with(|| Parked::new(level));
                 let draw = |step: u64| unit_at(hash, step);
                 let turn = match failure {
-                    true => outage.failed(held, at, draw),
-                    false => match outage.turn(held, at, draw) {
-                        Turn::Go => return (Verdict::Free, None),
+                    true => outage.failed(parked, at, draw),
+                    false => match outage.turn(parked, at, draw) {
+                        Turn::Go => return (Ruling::Free, None),
                         Turn::Wait(until) => Err(until),
                     },
                 };
                 let (Ok(until) | Err(until)) = turn;
-                Verdict::Held {
+                Ruling::Parked {
                     until,
                     counted: turn.is_ok(),
                 }
@@ -274,38 +297,40 @@ impl<L: Copy> Watch<L> {
                 if release.over(at) {
                     let released = inner.released;
                     self.settle(inner);
-                    return (Verdict::Free, Some(Event::Released { released }));
+                    return (Ruling::Free, Some(Event::Released { released }));
                 }
-                let Some(held) = inner.held.get_mut(&hash) else {
-                    return (Verdict::Free, None);
+                let Some(parked) = inner.parked.get_mut(&hash) else {
+                    return (Ruling::Free, None);
                 };
-                inner.released += u64::from(held.release_at.is_none());
-                match release.turn(held, at) {
-                    Turn::Go => Verdict::Released { level: held.level },
-                    Turn::Wait(until) => Verdict::Held {
+                inner.released += u64::from(parked.release_at.is_none());
+                match release.turn(parked, at) {
+                    Turn::Go => Ruling::Released {
+                        level: parked.level,
+                    },
+                    Turn::Wait(until) => Ruling::Parked {
                         until,
                         counted: false,
                     },
                 }
             }
         };
-        (verdict, None)
+        (ruling, None)
     }
 
     /// An outcome told at `at`: during an outage, an attempt that reached
     /// the dependency, kept while it is within a second of the latest.
-    fn tried(&self, inner: &mut Inner<L>, at: Duration) {
+    fn reached(&self, inner: &mut Inner<L>, at: Duration) {
         if !matches!(inner.phase, Phase::Outage(_)) {
             return;
         }
         let most = (self.settings.release_rate.floor() as usize).max(1);
-        push_bounded(&mut inner.tried, at, most);
+        push_bounded(&mut inner.reached, at, most);
         while inner
-            .tried
+            .reached
             .front()
             .is_some_and(|t| t.saturating_add(Duration::from_secs(1)) <= at)
         {
-            inner.tried.pop_front();
+            inner.reached.pop_front();
         }
     }
 
@@ -313,21 +338,21 @@ impl<L: Copy> Watch<L> {
     /// earlier one keep the level they had then; the others are forgotten.
     fn begin(&self, inner: &mut Inner<L>, at: Duration) {
         inner
-            .held
-            .retain(|_, h| h.release_at.is_none_or(|go| go > at));
-        for h in inner.held.values_mut() {
-            *h = Held::new(h.level);
+            .parked
+            .retain(|_, p| p.release_at.is_none_or(|go| go > at));
+        for p in inner.parked.values_mut() {
+            *p = Parked::new(p.level);
         }
         inner.phase = Phase::Outage(Outage::new(at, &self.settings));
-        inner.tried.clear();
+        inner.reached.clear();
         inner.outages += 1;
         self.active.store(true, Ordering::Relaxed);
     }
 
-    /// The release is over: nothing is held any more.
+    /// The release is over: nothing is parked any more.
     fn settle(&self, inner: &mut Inner<L>) {
         inner.phase = Phase::Normal;
-        inner.held = HashMap::new();
+        inner.parked = HashMap::new();
         inner.released = 0;
         self.active.store(false, Ordering::Relaxed);
     }

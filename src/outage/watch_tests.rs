@@ -28,8 +28,8 @@ fn declare(w: &Watch<Option<u32>>) -> Vec<Event> {
 
 fn until(v: Verdict<Option<u32>>) -> Duration {
     match v {
-        Verdict::Held { until, .. } => until,
-        other => panic!("not held: {other:?}"),
+        Verdict::Parked { until, .. } => until,
+        other => panic!("not parked: {other:?}"),
     }
 }
 
@@ -48,7 +48,7 @@ fn nothing_is_held_until_an_outage_is_declared() {
     assert!(matches!(seen[..], [Event::Began(c)] if c.fresh_failures == 3));
     assert!(w.active());
     let t = w.tally();
-    assert_eq!((t.in_outage, t.held, t.outages), (true, 0, 1));
+    assert_eq!((t.in_outage, t.parked, t.outages), (true, 0, 1));
 }
 
 #[test]
@@ -70,15 +70,15 @@ fn during_an_outage_few_keys_go_and_the_rest_wait_on_the_ladder() {
     assert!(waits.iter().all(|u| (ms(2_000)..ms(4_000)).contains(u)));
     let early = waits.iter().filter(|u| **u < ms(3_000)).count();
     assert!((30..70).contains(&early), "{early} of 98 in the first half");
-    assert_eq!(w.tally().held, 100);
+    assert_eq!(w.tally().parked, 100);
     // A failure on the key's turn counts; out of turn it does not.
     let probe = (0..100u32)
         .find(|k| w.verdict(k, at, Asked::Query, || None, |_| {}) == Verdict::Free)
         .unwrap();
     let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
-    assert!(matches!(v, Verdict::Held { counted: true, until } if until >= ms(2_000)));
+    assert!(matches!(v, Verdict::Parked { counted: true, until } if until >= ms(2_000)));
     let v = w.verdict(&probe, at, Asked::Failure, || None, |_| {});
-    assert!(matches!(v, Verdict::Held { counted: false, .. }));
+    assert!(matches!(v, Verdict::Parked { counted: false, .. }));
 }
 
 #[test]
@@ -94,7 +94,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
         seen,
         [Event::Ended {
             lasted: ms(4_000),
-            held: 20
+            parked: 20
         }]
     );
     // All ask at 5 s: one goes now, the others 100 ms apart, except that
@@ -127,7 +127,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
         })
         .count();
     assert_eq!(gone, 20);
-    // A key that was never held is free.
+    // A key that was never parked is free.
     assert_eq!(
         w.verdict(&500, ms(5_000), Asked::Query, || None, |_| {}),
         Verdict::Free
@@ -146,7 +146,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
         w.tally(),
         Tally {
             in_outage: false,
-            held: 0,
+            parked: 0,
             outages: 1
         }
     );
@@ -173,7 +173,7 @@ fn a_new_outage_during_the_release_keeps_the_levels_of_keys_still_waiting() {
         w.failed(&k, true, ms(5_050), |_| {});
     }
     assert!(w.tally().in_outage);
-    // Key 0 was let go: held anew at its level now. Keys 1 and 2 were
+    // Key 0 was let go: parked anew at its level now. Keys 1 and 2 were
     // still waiting: they keep their first level.
     w.verdict(&0, ms(5_060), Asked::Query, || Some(100), |_| {});
     w.verdict(&1, ms(5_060), Asked::Query, || Some(101), |_| {});
@@ -203,9 +203,9 @@ fn a_success_lets_its_key_go_and_failures_break_a_run_of_successes() {
         w.failed(&k, true, ms(0), |_| {});
     }
     w.verdict(&1, ms(10), Asked::Query, || (), |_| {});
-    assert_eq!(w.tally().held, 1);
+    assert_eq!(w.tally().parked, 1);
     w.succeeded(&1, ms(20), |_| {});
-    assert_eq!(w.tally().held, 0);
+    assert_eq!(w.tally().parked, 0);
     // A failure between two successes: the outage goes on.
     w.verdict(&2, ms(30), Asked::Failure, || (), |_| {});
     w.succeeded(&3, ms(40), |_| {});

@@ -4,7 +4,7 @@
 //! Every strategy implements [`Step`]: given `n`, the number of delays
 //! already produced (0 for the first), the previous delay and a source of
 //! uniform draws in `[0, 1)`, it returns the next delay or `None` to give up.
-//! The same `Step` drives [`Delays`] (an iterator, for retry loops) and the
+//! The same `Step` drives [`Strategy::iter`] (an iterator, for retry loops) and the
 //! keyed manager ([`Backoff::with_strategy`](crate::Backoff::with_strategy)).
 //!
 //! Each strategy type holds only its formula: construct it with its required
@@ -179,7 +179,8 @@ impl<S: Step + Clone> Strategy<S> {
         self
     }
 
-    /// A fresh iterator of delays.
+    /// A fresh iterator of delays; `None` means give up. Each iterator
+    /// draws from the strategy's seed (a random one without it).
     ///
     /// ```
     /// use keyed_backoff::strategy::{Constant, Strategy};
@@ -188,7 +189,7 @@ impl<S: Step + Clone> Strategy<S> {
     /// assert_eq!(s.iter().take(3).count(), 3);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn iter(&self) -> Delays<S> {
+    pub fn iter(&self) -> impl Iterator<Item = Duration> + Clone + Debug + Send + Sync + use<S> {
         let rng = SeqDraws::new(self.seed.unwrap_or_else(rand::random));
         Delays {
             strategy: self.clone(),
@@ -230,25 +231,9 @@ impl<S: Step + Clone> Step for Strategy<S> {
     }
 }
 
-impl<S: Step + Clone> IntoIterator for &Strategy<S> {
-    type Item = Duration;
-    type IntoIter = Delays<S>;
-    fn into_iter(self) -> Delays<S> {
-        self.iter()
-    }
-}
-
-/// An iterator of delays from one strategy; `None` means give up.
-///
-/// ```
-/// use keyed_backoff::strategy::{Ethernet, Strategy};
-/// use std::time::Duration;
-/// let s = Strategy::new(Ethernet::new(Duration::from_micros(51)))?.seed(3);
-/// assert_eq!(s.iter().count(), 15); // 16 attempts: 15 waits, then give up
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
+/// The delays of one strategy, in order.
 #[derive(Debug, Clone)]
-pub struct Delays<S> {
+struct Delays<S> {
     strategy: Strategy<S>,
     n: u32,
     previous: Option<Duration>,

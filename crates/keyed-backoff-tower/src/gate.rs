@@ -62,6 +62,6 @@ where
 
     fn hold(&self, key: &K, wait: Duration) {
         let until = self.backoff.clock().now().saturating_add(wait);
-        self.backoff.hold_until(key.clone(), until);
+        self.backoff.hold_until(key, until);
     }
 }

@@ -1,34 +1,34 @@
-//! One held key: what the outage remembers of it, and what it may do now.
+//! One parked key: what the outage remembers of it, and what it may do now.
 
 use std::time::Duration;
 
-/// A key held by an outage. `L` is the key's own level when it was first
-/// held (its entry, if it had one), kept to be given back when it is let
+/// A key parked by an outage. `L` is the key's own level when it was first
+/// parked (its entry, if it had one), kept to be given back when it is let
 /// go: however long the outage, the key's own ladder continues from there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Held<L> {
+pub(crate) struct Parked<L> {
     pub(crate) level: L,
-    /// The step of the ladder in which it last tried the dependency.
-    pub(crate) tried: Option<u64>,
+    /// The step of the ladder in which its failure was counted (its try).
+    pub(crate) counted_in: Option<u64>,
     /// The step in which it claimed a turn to probe.
-    pub(crate) probe: Option<u64>,
+    pub(crate) probe_in: Option<u64>,
     /// When it is let go after the outage, once it has asked.
     pub(crate) release_at: Option<Duration>,
 }
 
-impl<L> Held<L> {
-    /// A key first held now, at its own `level`.
+impl<L> Parked<L> {
+    /// A key first parked now, at its own `level`.
     pub(crate) fn new(level: L) -> Self {
-        Held {
+        Parked {
             level,
-            tried: None,
-            probe: None,
+            counted_in: None,
+            probe_in: None,
             release_at: None,
         }
     }
 }
 
-/// What a held key may do at one instant.
+/// What a parked key may do at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
     /// Try the dependency now.

@@ -1,0 +1,170 @@
+//! [`Gate`]: what an integration asks of a keyed backoff, whatever holds
+//! the state.
+//!
+//! A middleware, a controller's reconcile wrapper or a wrapper that adds a
+//! behaviour (outage awareness) needs four things of a keyed backoff: how
+//! long a key must still wait, a failure, a success, and a floor (a
+//! server's `Retry-After`). [`Backoff`](crate::Backoff) answers them in process; a store
+//! shared by a fleet (the `keyed-backoff-redis` crate) answers them over
+//! the network, where a call is asynchronous and can fail. The trait is
+//! written for the second kind, so that the first costs nothing: every
+//! method returns a future, and `Backoff`'s futures are ready at once
+//! ([`std::future::Ready`]), its error type [`Infallible`](std::convert::Infallible).
+
+use std::convert::Infallible;
+use std::future::{Future, ready};
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::clock::{Clock, ClockInstant};
+use crate::entry::Advanced;
+use crate::error::InBackoff;
+
+/// What an integration asks of a keyed backoff: the contract between the
+/// state (the in-process [`Backoff`](crate::Backoff), a shared store) and what uses it
+/// (the tower layer, the kube crate, [`OutageAware`](crate::OutageAware)).
+///
+/// Every method returns a future and may fail with [`Error`](Self::Error):
+/// a store across the network answers asynchronously and can be
+/// unreachable. [`Backoff`](crate::Backoff) never fails ([`Infallible`](std::convert::Infallible)) and its futures
+/// are ready at once, so a caller over it pays for neither.
+///
+/// | method | what it does | state |
+/// |---|---|---|
+/// | [`wait`](Self::wait) | the wait left before the key may run (its backoff or its floor) | reads |
+/// | [`claim`](Self::claim) | the same question, by a caller about to run the key: a wrapper may count the run as the key's turn | may claim a turn |
+/// | [`fail`](Self::fail) | a failure: the gate, [`Backoff::try_next_now`](crate::Backoff::try_next_now) | advances at most once per backoff |
+/// | [`succeed`](Self::succeed) | a success: the key starts over, [`Backoff::reset`](crate::Backoff::reset) | removes |
+/// | [`hold`](Self::hold) | a floor: the key may not run for a while, [`Backoff::hold_until`](crate::Backoff::hold_until) | extends |
+/// | [`level`](Self::level) | the key's level: backoff and failures counted | reads |
+/// | [`resume`](Self::resume) | puts a key whose entry was forgotten back at a level | writes if missing |
+///
+/// ```
+/// use keyed_backoff::{Backoff, Gate, InBackoff};
+/// use keyed_backoff::clock::MockClock;
+/// use std::time::Duration;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let clock = MockClock::new();
+/// let b = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+///     .clock(clock.clone())
+///     .build()?;
+/// let key = "api.example.com".to_string();
+/// // Generic code sees only the contract: here, the in-process manager.
+/// async fn failed<G: Gate<String>>(gate: &G, key: &String) -> Result<Option<Duration>, G::Error> {
+///     Ok(gate.fail(key).await?.ok().map(|level| level.backoff))
+/// }
+/// assert_eq!(failed(&b, &key).await?, Some(Duration::from_secs(10)));
+/// assert_eq!(failed(&b, &key).await?, None); // in backoff: not counted again
+/// assert_eq!(b.wait(&key).await?, Some(Duration::from_secs(10)));
+/// b.succeed(&key).await?;
+/// assert_eq!(b.wait(&key).await?, None);
+/// # Ok(())
+/// # }
+/// # futures_lite_block_on(run()).unwrap();
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     match f.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+/// #         std::task::Poll::Ready(v) => v,
+/// #         std::task::Poll::Pending => unreachable!("the in-process manager is always ready"),
+/// #     }
+/// # }
+/// ```
+pub trait Gate<K>: Send + Sync {
+    /// Why a call could not be answered ([`Infallible`](std::convert::Infallible) in process).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The wait left before `key` may run, or `None` if it may run now.
+    /// Changes nothing.
+    fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Self::Error>> + Send;
+
+    /// [`wait`](Self::wait), asked by a caller that runs `key` at once
+    /// when the answer is `None`: a wrapper that lets only some keys go
+    /// (an outage's probes) counts that run as the key's turn. A plain
+    /// backoff answers as `wait` does.
+    fn claim(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Self::Error>> + Send {
+        self.wait(key)
+    }
+
+    /// A failure of `key` now: if the key may run, its backoff advances
+    /// and its new level is returned; if it is still waiting (its backoff
+    /// or its floor), the failure is not counted and the wait left is
+    /// returned. At most one failure is counted per backoff, however many
+    /// callers report one.
+    fn fail(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Self::Error>> + Send;
+
+    /// A success of `key`: its backoff and floor are forgotten, so its
+    /// next failure starts over.
+    fn succeed(&self, key: &K) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// A floor under `key`'s wait: it may not run for `wait` from now,
+    /// whatever its backoff says. A longer floor already in place is kept;
+    /// the backoff grows as it would without one.
+    fn hold(&self, key: &K, wait: Duration)
+    -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// `key`'s level, or `None` when it has no live entry (never failed,
+    /// reset, or forgotten after its expiry window). Changes nothing.
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Self::Error>> + Send;
+
+    /// Puts `key` back at `level`, its backoff just over now, unless it
+    /// has a live entry: its next failure climbs from there. The one hook
+    /// a wrapper needs to hold a key back for a long time (longer than
+    /// the expiry window) without making it start its ladder over.
+    fn resume(
+        &self,
+        key: &K,
+        level: Advanced,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// The in-process manager: every call ready at once, never failing.
+impl<K, C, S> Gate<K> for Backoff<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync,
+    C: Clock,
+    S: BuildHasher + Clone + Send + Sync,
+{
+    type Error = Infallible;
+
+    #[inline]
+    fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Infallible>> + Send {
+        ready(Ok(self.remaining(key, self.clock().now())))
+    }
+
+    #[inline]
+    fn fail(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Infallible>> + Send {
+        ready(Ok(self.try_next_level(key)))
+    }
+
+    #[inline]
+    fn succeed(&self, key: &K) -> impl Future<Output = Result<(), Infallible>> + Send {
+        self.reset(key);
+        ready(Ok(()))
+    }
+
+    fn hold(&self, key: &K, wait: Duration) -> impl Future<Output = Result<(), Infallible>> + Send {
+        self.hold_until(key, self.clock().now().saturating_add(wait));
+        ready(Ok(()))
+    }
+
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Infallible>> + Send {
+        ready(Ok(self.live_level(key)))
+    }
+
+    fn resume(
+        &self,
+        key: &K,
+        level: Advanced,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send {
+        self.resume_at(key, level);
+        ready(Ok(()))
+    }
+}
