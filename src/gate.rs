@@ -168,3 +168,48 @@ where
         ready(Ok(()))
     }
 }
+
+/// A shared gate: the manager in an `Arc`, as a middleware and a
+/// background GC task hold it.
+impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
+    type Error = G::Error;
+
+    #[inline]
+    fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, G::Error>> + Send {
+        (**self).wait(key)
+    }
+
+    #[inline]
+    fn claim(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, G::Error>> + Send {
+        (**self).claim(key)
+    }
+
+    #[inline]
+    fn fail(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, G::Error>> + Send {
+        (**self).fail(key)
+    }
+
+    #[inline]
+    fn succeed(&self, key: &K) -> impl Future<Output = Result<(), G::Error>> + Send {
+        (**self).succeed(key)
+    }
+
+    fn hold(&self, key: &K, wait: Duration) -> impl Future<Output = Result<(), G::Error>> + Send {
+        (**self).hold(key, wait)
+    }
+
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, G::Error>> + Send {
+        (**self).level(key)
+    }
+
+    fn resume(
+        &self,
+        key: &K,
+        level: Advanced,
+    ) -> impl Future<Output = Result<(), G::Error>> + Send {
+        (**self).resume(key, level)
+    }
+}

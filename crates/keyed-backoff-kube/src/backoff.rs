@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Backoff, GcTaskGuard, InBackoff, SpawnError};
+use keyed_backoff::{Backoff, GcGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
+use crate::gate::ObjectGate;
 use crate::key::ObjectKey;
 use crate::observe;
 use crate::rate_limit::Bucket;
@@ -37,14 +38,13 @@ pub struct ObjectBackoff<K: Lookup> {
 }
 
 struct Shared<K: Lookup> {
-    manager: Arc<ObjectManager<K>>,
+    /// The manager, wrapped in outage awareness when the builder asked.
+    gate: ObjectGate<K>,
     /// The controller-wide bucket, if any: every counted failure takes a
     /// token from it.
     bucket: Option<Bucket>,
     dyntype: K::DynamicType,
     skip_while_in_backoff: bool,
-    /// Whether the manager detects outages.
-    outage: bool,
     tally: Tally,
 }
 
@@ -64,7 +64,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectBackoff")
-            .field("manager", &self.shared.manager)
+            .field("manager", self.manager())
             .field(
                 "overall_rate_limit",
                 &self.shared.bucket.as_ref().map(Bucket::limit),
@@ -80,21 +80,19 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// A backoff over `manager`, as the builder checked it.
+    /// A backoff over `gate`, as the builder checked it.
     pub(crate) fn new(
-        manager: ObjectManager<K>,
+        gate: ObjectGate<K>,
         bucket: Option<Bucket>,
         dyntype: K::DynamicType,
         skip_while_in_backoff: bool,
-        outage: bool,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                manager: Arc::new(manager),
+                gate,
                 bucket,
                 dyntype,
                 skip_while_in_backoff,
-                outage,
                 tally: Tally::default(),
             }),
         }
@@ -107,6 +105,11 @@ where
     /// Whether a run of an object in backoff skips the reconcile body.
     pub(crate) fn skips_while_in_backoff(&self) -> bool {
         self.shared.skip_while_in_backoff
+    }
+
+    /// The gate every run and outcome goes through.
+    pub(crate) fn gate(&self) -> &ObjectGate<K> {
+        &self.shared.gate
     }
 
     /// The totals, for the parts of the crate that count.
@@ -144,24 +147,27 @@ where
     /// # }
     /// ```
     pub fn on_error(&self, obj: &K) -> Action {
-        let key = self.key(obj);
-        let manager = &self.shared.manager;
-        let now = manager.clock().now();
-        match manager.try_next(&key, now) {
-            Ok(delay) => {
+        self.failed(&self.key(obj))
+    }
+
+    /// A failure of `key`, told to the gate once: the requeue it decides.
+    pub(crate) fn failed(&self, key: &ObjectKey<K>) -> Action {
+        match self.shared.gate.fail(key) {
+            Ok(level) => {
                 self.shared.tally.failures.add_one();
+                let now = self.manager().clock().now();
                 let queued = self
                     .shared
                     .bucket
                     .as_ref()
                     .map_or(Duration::ZERO, |bucket| bucket.reserve(now));
-                let wait = delay.max(queued);
-                observe::failed(&key, || manager.attempts(&key), delay, wait);
+                let wait = level.backoff.max(queued);
+                observe::failed(key, level.attempts, level.backoff, wait);
                 Action::requeue(wait)
             }
             Err(InBackoff { remaining }) => {
                 self.shared.tally.refusals.add_one();
-                observe::refused(&key, remaining);
+                observe::refused(key, remaining);
                 Action::requeue(remaining)
             }
         }
@@ -190,7 +196,7 @@ where
 
     pub(crate) fn succeeded(&self, key: &ObjectKey<K>) {
         self.shared.tally.successes.add_one();
-        if self.shared.manager.reset(key) {
+        if self.shared.gate.succeed(key) {
             observe::reset(key);
         }
     }
@@ -214,7 +220,7 @@ where
     /// # }
     /// ```
     pub fn reset(&self, obj: &K) -> bool {
-        self.shared.manager.reset(&self.key(obj))
+        self.manager().reset(&self.key(obj))
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
@@ -239,8 +245,7 @@ where
     }
 
     pub(crate) fn remaining_of(&self, key: &ObjectKey<K>) -> Option<Duration> {
-        let manager = &self.shared.manager;
-        manager.remaining(key, manager.clock().now())
+        self.shared.gate.wait(key)
     }
 
     /// How many failures `obj` has had since its backoff was last reset
@@ -258,13 +263,13 @@ where
     /// # }
     /// ```
     pub fn attempts(&self, obj: &K) -> u32 {
-        self.shared.manager.attempts(&self.key(obj))
+        self.manager().attempts(&self.key(obj))
     }
 
     /// The totals so far: failures counted, early failures refused,
     /// successes, skipped runs, panics; and, with
-    /// [`outage`](crate::ObjectBackoffBuilder::outage) detection on,
-    /// whether an outage is under way, the objects it holds and the
+    /// [`outage`](crate::ObjectBackoffBuilder::outage) awareness on,
+    /// whether an outage is under way, the objects it parks and the
     /// outages so far.
     ///
     /// ```
@@ -282,10 +287,7 @@ where
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        let shared = &self.shared;
-        shared
-            .tally
-            .read(shared.outage.then(|| shared.manager.stats()))
+        self.shared.tally.read(self.shared.gate.outage())
     }
 
     /// The underlying keyed manager, for what this type does not wrap:
@@ -299,7 +301,7 @@ where
     /// assert!(backoff.manager().is_empty());
     /// ```
     pub fn manager(&self) -> &ObjectManager<K> {
-        &self.shared.manager
+        self.shared.gate.manager()
     }
 
     /// Removes expired entries (including those of deleted or recreated
@@ -319,7 +321,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcTaskGuard, SpawnError> {
-        self.shared.manager.spawn_gc_task(interval)
+    pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcGuard, SpawnError> {
+        self.shared.gate.manager().spawn_gc_task(interval)
     }
 }

@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
-use keyed_backoff::{Backoff, ConfigError, OutageSettings, Settings};
+use std::sync::Arc;
+
+use keyed_backoff::{Backoff, ConfigError, OutageAware, OutageSettings, Settings};
+
+use crate::gate::ObjectGate;
 use kube::runtime::reflector::Lookup;
 
 use crate::backoff::ObjectBackoff;
@@ -221,18 +225,23 @@ where
                 false,
             ));
         }
-        let mut manager = Backoff::from_settings(self.settings).clock(TokioClock);
-        if let Some(settings) = self.outage {
-            manager = manager.outage(settings);
-        }
-        let manager = manager.build()?;
+        let manager = Arc::new(
+            Backoff::from_settings(self.settings)
+                .clock(TokioClock)
+                .build()?,
+        );
+        let gate = match self.outage {
+            Some(settings) => {
+                ObjectGate::Outage(OutageAware::with_clock(manager, settings, TokioClock)?)
+            }
+            None => ObjectGate::Plain(manager),
+        };
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(
-            manager,
+            gate,
             bucket.map(Bucket::new),
             self.dyntype,
             self.skip_while_in_backoff.unwrap_or(outage),
-            outage,
         ))
     }
 }

@@ -98,6 +98,7 @@
 
 mod backoff;
 mod builder;
+mod gate;
 mod key;
 mod observe;
 mod presets;
@@ -113,7 +114,7 @@ pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
-    ConfigError, GcTaskGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+    ConfigError, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
 };
 pub use reconcile::ReconcileError;
 pub use stats::Stats;

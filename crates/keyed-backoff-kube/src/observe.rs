@@ -24,17 +24,12 @@ fn millis(d: Duration) -> u64 {
 /// A failure was counted: the object waits `backoff` (its own ladder) or
 /// `requeue` (longer, when the controller-wide bucket is empty).
 #[inline]
-pub(crate) fn failed(
-    object: &impl Display,
-    attempts: impl FnOnce() -> u32,
-    backoff: Duration,
-    requeue: Duration,
-) {
+pub(crate) fn failed(object: &impl Display, attempts: u32, backoff: Duration, requeue: Duration) {
     #[cfg(feature = "tracing")]
     tracing::warn!(
         target: TARGET,
         object = %object,
-        attempts = attempts(),
+        attempts,
         backoff_ms = millis(backoff),
         requeue_ms = millis(requeue),
         "reconcile failed; requeued after its backoff"

@@ -29,10 +29,10 @@ pub struct Stats {
     /// the error policy sees it).
     pub panics: u64,
     /// Whether an outage is under way (only with
-    /// [`outage`](crate::ObjectBackoffBuilder::outage) detection on).
+    /// [`outage`](crate::ObjectBackoffBuilder::outage) awareness on).
     pub in_outage: bool,
-    /// Objects an outage holds now, or holds until they are let go after it.
-    pub held: usize,
+    /// Objects an outage parks now, or parks until they are let go after it.
+    pub parked: usize,
     /// Outages declared so far.
     pub outages: u64,
 }
@@ -62,11 +62,9 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// The totals now, with the outage's state from `manager` (the
-    /// core's stats, read only when detection is on: they visit every
-    /// entry).
-    pub(crate) fn read(&self, manager: Option<keyed_backoff::Stats>) -> Stats {
-        let manager = manager.unwrap_or_default();
+    /// The totals now, with the outage wrapper's state when there is one.
+    pub(crate) fn read(&self, outage: Option<crate::gate::OutageState>) -> Stats {
+        let manager = outage.unwrap_or_default();
         Stats {
             failures: self.failures.get(),
             refusals: self.refusals.get(),
@@ -74,7 +72,7 @@ impl Tally {
             skips: self.skips.get(),
             panics: self.panics.get(),
             in_outage: manager.in_outage,
-            held: manager.held,
+            parked: manager.parked,
             outages: manager.outages,
         }
     }

@@ -101,7 +101,8 @@ async fn each_outcome_is_an_event_carrying_the_object() {
             Level::DEBUG,
             Level::DEBUG,
             Level::DEBUG,
-            Level::ERROR
+            Level::ERROR,
+            Level::WARN
         ]
     );
     let messages: Vec<&str> = seen.iter().map(|s| s.message.as_str()).collect();
@@ -113,6 +114,8 @@ async fn each_outcome_is_an_event_carrying_the_object() {
             "run skipped: the object is in backoff",
             "reconcile succeeded; backoff reset",
             "reconcile panicked",
+            // The wrapper records the panic as the object's failure at once.
+            "reconcile failed; requeued after its backoff",
         ]
     );
     for s in &seen {

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use keyed_backoff_kube::{
-    ConfigError, GcTaskGuard, InBackoff, ObjectBackoff, ObjectKey, SpawnError,
-};
+use keyed_backoff_kube::{ConfigError, GcGuard, InBackoff, ObjectBackoff, ObjectKey, SpawnError};
 
 #[tokio::test(start_paused = true)]
 async fn the_core_types_in_this_crates_signatures_are_named_from_it() {
@@ -29,7 +27,7 @@ async fn the_core_types_in_this_crates_signatures_are_named_from_it() {
     let refused: InBackoff = backoff.manager().try_next(&key, now).unwrap_err();
     assert_eq!(refused.remaining, Duration::from_secs(10));
 
-    let gc: GcTaskGuard = backoff.spawn_gc_task(Duration::from_secs(60)).unwrap();
+    let gc: GcGuard = backoff.spawn_gc_task(Duration::from_secs(60)).unwrap();
     drop(gc);
     let refused: SpawnError = backoff.spawn_gc_task(Duration::ZERO).unwrap_err();
     assert!(matches!(refused, SpawnError::ZeroInterval), "{refused}");

@@ -94,7 +94,15 @@ pub async fn reconcile(widget: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Err
 pub fn error_policy(widget: Arc<Widget>, error: &ReconcileError<Error>, ctx: Arc<Ctx>) -> Action {
     eprintln!("widget {}: {error}", widget.name_any());
     match error.as_inner() {
-        Some(Error::InvalidSpec(_)) => Action::await_change(),
-        _ => ctx.backoff.on_error(&widget),
+        // Only a fix helps: forget the backoff this failure started, so
+        // the run the fix triggers is not skipped.
+        Some(Error::InvalidSpec(_)) => {
+            ctx.backoff.reset(&widget);
+            Action::await_change()
+        }
+        // API errors and panics back off, as the wrapper recorded them.
+        _ => error
+            .requeue()
+            .unwrap_or_else(|| ctx.backoff.on_error(&widget)),
     }
 }

@@ -4,6 +4,8 @@
 use std::any::Any;
 use std::fmt;
 
+use kube::runtime::controller::Action;
+
 /// What a reconcile wrapped by
 /// [`ObjectBackoff::reconciler`](crate::ObjectBackoff::reconciler) failed
 /// with: its own error, or a panic that was caught so that it fails only its
@@ -14,9 +16,13 @@ use std::fmt;
 /// The wrapped reconcile's error type is `ReconcileError<E>`, so an error
 /// policy written by hand (kube-rs's controller examples write one to log,
 /// count or pick a delay per error) takes `&ReconcileError<E>` where it
-/// took `&E`, reads the reconcile's own error with
-/// [`as_inner`](Self::as_inner) (`None` for a panic), and calls
-/// [`on_error`](crate::ObjectBackoff::on_error) to back off:
+/// took `&E` and reads the reconcile's own error with
+/// [`as_inner`](Self::as_inner) (`None` for a panic). The wrapper has
+/// already told the object's backoff of the failure, the moment the
+/// reconcile returned it: [`requeue`](Self::requeue) is what the backoff
+/// decided. For an error that only a change to the object fixes, forget
+/// the backoff ([`ObjectBackoff::reset`](crate::ObjectBackoff::reset)), so
+/// that the run the change triggers is not skipped:
 ///
 /// ```
 /// use std::sync::Arc;
@@ -47,9 +53,12 @@ use std::fmt;
 ///
 /// fn error_policy(cm: Arc<ConfigMap>, error: &ReconcileError<Error>, ctx: Arc<Ctx>) -> Action {
 ///     match error.as_inner() {
-///         Some(Error::Invalid) => Action::await_change(),
+///         Some(Error::Invalid) => {
+///             ctx.backoff.reset(&cm);
+///             Action::await_change()
+///         }
 ///         // The reconcile's other errors and panics back off.
-///         _ => ctx.backoff.on_error(&cm),
+///         _ => error.requeue().unwrap_or_else(|| ctx.backoff.on_error(&cm)),
 ///     }
 /// }
 ///
@@ -73,9 +82,9 @@ use std::fmt;
 /// let mut cm = ConfigMap::default();
 /// cm.metadata.name = Some("app".into());
 /// let cm = Arc::new(cm);
-/// let invalid = ReconcileError::Reconcile(Error::Invalid);
+/// let invalid = ReconcileError::reconcile(Error::Invalid);
 /// assert_eq!(error_policy(cm.clone(), &invalid, ctx.clone()), Action::await_change());
-/// let panicked = ReconcileError::Panicked("boom".into());
+/// let panicked = ReconcileError::panicked("boom");
 /// assert_eq!(
 ///     error_policy(cm, &panicked, ctx),
 ///     Action::requeue(Duration::from_secs(10))
@@ -83,26 +92,83 @@ use std::fmt;
 /// # }
 /// ```
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum ReconcileError<E> {
-    /// The reconcile returned this error.
+pub struct ReconcileError<E> {
+    cause: Cause<E>,
+    requeue: Option<Action>,
+}
+
+#[derive(Debug)]
+enum Cause<E> {
     Reconcile(E),
-    /// The reconcile panicked with this message (the payload when it was a
-    /// string, a placeholder otherwise).
     Panicked(String),
 }
 
 impl<E> ReconcileError<E> {
-    /// Whether the reconcile panicked.
+    /// The reconcile returned `error`. Made by the wrapper; by hand, for
+    /// tests of an error policy (it carries no requeue).
     ///
     /// ```
     /// use keyed_backoff_kube::ReconcileError;
-    /// let e = ReconcileError::<std::io::Error>::Panicked("index out of bounds".into());
+    /// let e = ReconcileError::reconcile(7);
+    /// assert_eq!((e.as_inner(), e.requeue()), (Some(&7), None));
+    /// ```
+    pub fn reconcile(error: E) -> Self {
+        ReconcileError {
+            cause: Cause::Reconcile(error),
+            requeue: None,
+        }
+    }
+
+    /// The reconcile panicked with `message`. Made by the wrapper; by
+    /// hand, for tests of an error policy.
+    ///
+    /// ```
+    /// use keyed_backoff_kube::ReconcileError;
+    /// let e = ReconcileError::<std::io::Error>::panicked("index out of bounds");
     /// assert!(e.is_panic());
     /// assert_eq!(e.to_string(), "reconcile panicked: index out of bounds");
     /// ```
+    pub fn panicked(message: impl Into<String>) -> Self {
+        ReconcileError {
+            cause: Cause::Panicked(message.into()),
+            requeue: None,
+        }
+    }
+
+    /// The same error with the requeue its failure was given.
+    pub(crate) fn with_requeue(mut self, requeue: Action) -> Self {
+        self.requeue = Some(requeue);
+        self
+    }
+
+    /// When to run the object again, as its backoff decided the moment the
+    /// wrapper recorded this failure: after its new backoff (or later, if
+    /// the controller-wide rate limit has no token left), or, when the
+    /// object was still in backoff, after the wait left. `None` for an
+    /// error made by hand.
+    pub fn requeue(&self) -> Option<Action> {
+        self.requeue.clone()
+    }
+
+    /// Whether the reconcile panicked.
     pub fn is_panic(&self) -> bool {
-        matches!(self, ReconcileError::Panicked(_))
+        matches!(self.cause, Cause::Panicked(_))
+    }
+
+    /// The panic's message (the payload when it was a string, a
+    /// placeholder otherwise), or `None` if the reconcile returned an
+    /// error.
+    ///
+    /// ```
+    /// use keyed_backoff_kube::ReconcileError;
+    /// let e = ReconcileError::<i32>::panicked("boom");
+    /// assert_eq!(e.panic_message(), Some("boom"));
+    /// ```
+    pub fn panic_message(&self) -> Option<&str> {
+        match &self.cause {
+            Cause::Panicked(message) => Some(message),
+            Cause::Reconcile(_) => None,
+        }
     }
 
     /// The reconcile's own error, or `None` if it panicked: what a
@@ -110,14 +176,14 @@ impl<E> ReconcileError<E> {
     ///
     /// ```
     /// use keyed_backoff_kube::ReconcileError;
-    /// let e = ReconcileError::Reconcile(7);
+    /// let e = ReconcileError::reconcile(7);
     /// assert_eq!(e.as_inner(), Some(&7));
-    /// assert_eq!(ReconcileError::<i32>::Panicked("boom".into()).as_inner(), None);
+    /// assert_eq!(ReconcileError::<i32>::panicked("boom").as_inner(), None);
     /// ```
     pub fn as_inner(&self) -> Option<&E> {
-        match self {
-            ReconcileError::Reconcile(e) => Some(e),
-            ReconcileError::Panicked(_) => None,
+        match &self.cause {
+            Cause::Reconcile(e) => Some(e),
+            Cause::Panicked(_) => None,
         }
     }
 
@@ -125,13 +191,13 @@ impl<E> ReconcileError<E> {
     ///
     /// ```
     /// use keyed_backoff_kube::ReconcileError;
-    /// let e = ReconcileError::Reconcile(7);
+    /// let e = ReconcileError::reconcile(7);
     /// assert_eq!(e.into_inner(), Some(7));
     /// ```
     pub fn into_inner(self) -> Option<E> {
-        match self {
-            ReconcileError::Reconcile(e) => Some(e),
-            ReconcileError::Panicked(_) => None,
+        match self.cause {
+            Cause::Reconcile(e) => Some(e),
+            Cause::Panicked(_) => None,
         }
     }
 }
@@ -149,19 +215,19 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 impl<E: fmt::Display> fmt::Display for ReconcileError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReconcileError::Reconcile(e) => e.fmt(f),
-            ReconcileError::Panicked(message) => write!(f, "reconcile panicked: {message}"),
+        match &self.cause {
+            Cause::Reconcile(e) => e.fmt(f),
+            Cause::Panicked(message) => write!(f, "reconcile panicked: {message}"),
         }
     }
 }
 
 impl<E: std::error::Error + 'static> std::error::Error for ReconcileError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
+        match &self.cause {
             // Transparent: the inner error is displayed as this one.
-            ReconcileError::Reconcile(e) => e.source(),
-            ReconcileError::Panicked(_) => None,
+            Cause::Reconcile(e) => e.source(),
+            Cause::Panicked(_) => None,
         }
     }
 }
@@ -189,13 +255,13 @@ mod tests {
 
     #[test]
     fn the_reconcile_error_is_transparent_and_keeps_its_cause() {
-        let e = ReconcileError::Reconcile(Outer(std::io::Error::other("connection reset")));
+        let e = ReconcileError::reconcile(Outer(std::io::Error::other("connection reset")));
         assert_eq!(e.to_string(), "apply failed");
         assert_eq!(
             e.source().map(|s| s.to_string()).as_deref(),
             Some("connection reset")
         );
-        let p = ReconcileError::<Outer>::Panicked("boom".into());
+        let p = ReconcileError::<Outer>::panicked("boom");
         assert!(p.source().is_none());
     }
 

@@ -31,31 +31,36 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use keyed_backoff_kube::{ObjectBackoff, ReconcileError};
     /// use kube::runtime::controller::Action;
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
     /// let policy = backoff.error_policy::<std::io::Error, ()>();
-    /// let err = std::io::Error::other("boom");
+    /// // An error made by hand carries no requeue: the policy records it.
+    /// let err = ReconcileError::reconcile(std::io::Error::other("boom"));
     /// let mut cm = ConfigMap::default();
     /// cm.metadata.name = Some("app".into());
     /// let action = policy(Arc::new(cm), &err, Arc::new(()));
     /// assert_eq!(action, Action::requeue(Duration::from_secs(10)));
     /// # }
     /// ```
-    pub fn error_policy<E, Ctx>(&self) -> impl Fn(Arc<K>, &E, Arc<Ctx>) -> Action + use<K, E, Ctx> {
+    pub fn error_policy<E, Ctx>(
+        &self,
+    ) -> impl Fn(Arc<K>, &ReconcileError<E>, Arc<Ctx>) -> Action + use<K, E, Ctx> {
         let this = self.clone();
-        move |obj, _err, _ctx| this.on_error(&obj)
+        move |obj, err, _ctx| err.requeue().unwrap_or_else(|| this.on_error(&obj))
     }
 
     /// With [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
-    /// the wait left if `key` is in backoff now: the run is skipped, and
-    /// counted.
+    /// the wait left if `key` may not run now (its backoff, or an outage
+    /// that parks it): the run is skipped, and counted. The run's one
+    /// question to the gate, which may count it as the key's turn.
     fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
-        let wait = self
-            .remaining_of(key)
-            .filter(|_| self.skips_while_in_backoff())?;
+        if !self.skips_while_in_backoff() {
+            return None;
+        }
+        let wait = self.gate().claim(key)?;
         self.tally().skips.add_one();
         observe::skipped(key, wait);
         Some(wait)
@@ -70,21 +75,19 @@ where
     ///   policy backs that object off and the controller keeps reconciling
     ///   every other object;
     /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
-    ///   a run while the object is still in backoff does not call
-    ///   `reconcile` (or, when the object was held between the call and
-    ///   the moment its future first runs, does not run it) and requeues at
-    ///   the wait left;
-    /// - with [`outage`](crate::ObjectBackoffBuilder::outage) detection, an
-    ///   error or a panic is told to detection as soon as the reconcile
-    ///   returns it ([`Backoff::note_failure`](keyed_backoff::Backoff::note_failure)),
-    ///   before the error policy runs. kube-runtime runs the error policy of
-    ///   a reconcile only after it has started the reconciles of every other
-    ///   ready object, so without this the whole first wave of an outage
-    ///   (every object's first run) would reach the failing dependency
-    ///   before detection heard of any failure. The failure is seen by
-    ///   detection even when a hand-written error policy chooses not to call
-    ///   [`on_error`](Self::on_error) for that error; when it does call it,
-    ///   the failure counts once.
+    ///   a run asks once, when its future first runs, whether the object
+    ///   may go (its backoff, or an outage that parks it); if not, it does
+    ///   not call `reconcile` and requeues at the wait left;
+    /// - an error or a panic is recorded as the object's failure at once,
+    ///   as the reconcile returns it (exactly what
+    ///   [`on_error`](Self::on_error) records), and the requeue decided is
+    ///   carried in the [`ReconcileError`] for the error policy
+    ///   ([`error_policy`](Self::error_policy) returns it). kube-runtime
+    ///   runs the error policy of a reconcile only after it has started
+    ///   the reconciles of every other ready object, so with
+    ///   [`outage`](crate::ObjectBackoffBuilder::outage) awareness the
+    ///   failures of an outage's first wave are seen before the rest of
+    ///   the wave runs.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -128,20 +131,17 @@ where
     {
         let this = self.clone();
         move |obj, ctx| {
-            // The key is built once per run, for the check and the reset.
+            // The key is built once per run, for the question and the outcome.
             let key = this.key(&obj);
-            if let Some(wait) = this.skip(&key) {
-                return futures::future::ready(Ok(Action::requeue(wait))).boxed();
-            }
             // A panic in the call itself (before any future exists) is
             // caught as one in the future is.
             let run = std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj, ctx)));
             let this = this.clone();
             async move {
-                // Asked again when the run starts: kube-runtime makes the
-                // futures of every ready object before it runs any, so an
-                // outage seen since (from the failures noted below) may
-                // hold this object now.
+                // Asked when the run starts, not when its future is made:
+                // kube-runtime makes the futures of every ready object
+                // before it runs any, and failures seen since may have
+                // declared an outage that parks this object.
                 if run.is_ok()
                     && let Some(wait) = this.skip(&key)
                 {
@@ -151,23 +151,20 @@ where
                     Ok(run) => AssertUnwindSafe(run).catch_unwind().await,
                     Err(payload) => Err(payload),
                 };
-                match outcome {
+                let error = match outcome {
                     Ok(Ok(action)) => {
                         this.succeeded(&key);
-                        Ok(action)
+                        return Ok(action);
                     }
-                    Ok(Err(e)) => {
-                        this.manager().note_failure(&key);
-                        Err(ReconcileError::Reconcile(e))
-                    }
+                    Ok(Err(e)) => ReconcileError::reconcile(e),
                     Err(payload) => {
-                        this.manager().note_failure(&key);
                         this.tally().panics.add_one();
                         let message = error::panic_message(&*payload);
                         observe::panicked(&key, &message);
-                        Err(ReconcileError::Panicked(message))
+                        ReconcileError::panicked(message)
                     }
-                }
+                };
+                Err(error.with_requeue(this.failed(&key)))
             }
             .boxed()
         }

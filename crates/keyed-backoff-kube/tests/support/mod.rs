@@ -129,8 +129,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Fail
 }
 
 /// Runs a Controller over `server` with `backoff` for `horizon` of paused
-/// time and returns the context with its log. The error policy is
-/// `backoff.on_error`, logged.
+/// time and returns the context with its log. The error policy returns
+/// the requeue the wrapper decided, logged.
 pub async fn run_controller(
     server: ApiServer<ConfigMap>,
     backoff: &ObjectBackoff<ConfigMap>,
@@ -140,8 +140,8 @@ pub async fn run_controller(
     let client = server.client();
     let policy = {
         let backoff = backoff.clone();
-        move |cm: Arc<ConfigMap>, _: &ReconcileError<Failed>, ctx: Arc<Ctx>| {
-            let action = backoff.on_error(&cm);
+        move |cm: Arc<ConfigMap>, error: &ReconcileError<Failed>, ctx: Arc<Ctx>| {
+            let action = error.requeue().unwrap_or_else(|| backoff.on_error(&cm));
             let name = cm.metadata.name.clone().unwrap();
             let attempts = backoff.attempts(&cm);
             ctx.requeues

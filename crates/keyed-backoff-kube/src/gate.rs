@@ -1,0 +1,105 @@
+//! The object backoff's gate: the in-process manager alone, or wrapped in
+//! outage awareness. Both speak the core's [`Gate`] contract; this crate
+//! asks it one question per run and tells it each outcome once.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use keyed_backoff::clock::TokioClock;
+use keyed_backoff::{Advanced, Gate, InBackoff, OutageAware};
+use kube::runtime::reflector::Lookup;
+
+use crate::backoff::ObjectManager;
+use crate::key::ObjectKey;
+
+/// The manager, with or without outage awareness around it.
+pub(crate) enum ObjectGate<K: Lookup> {
+    Plain(Arc<ObjectManager<K>>),
+    Outage(OutageAware<Arc<ObjectManager<K>>, TokioClock>),
+}
+
+/// What the outage wrapper reports, for [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct OutageState {
+    pub(crate) in_outage: bool,
+    pub(crate) parked: usize,
+    pub(crate) outages: u64,
+}
+
+impl<K> ObjectGate<K>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    /// The in-process manager under any wrapper.
+    pub(crate) fn manager(&self) -> &Arc<ObjectManager<K>> {
+        match self {
+            ObjectGate::Plain(m) => m,
+            ObjectGate::Outage(w) => w.inner(),
+        }
+    }
+
+    /// The wait left before a run of `key` may reach the reconcile body,
+    /// asked by that run: an outage may count it as the key's turn.
+    pub(crate) fn claim(&self, key: &ObjectKey<K>) -> Option<Duration> {
+        match self {
+            ObjectGate::Plain(m) => ready(m.claim(key)),
+            ObjectGate::Outage(w) => ready(w.claim(key)),
+        }
+    }
+
+    /// The wait left for `key`, changing nothing.
+    pub(crate) fn wait(&self, key: &ObjectKey<K>) -> Option<Duration> {
+        match self {
+            ObjectGate::Plain(m) => ready(m.wait(key)),
+            ObjectGate::Outage(w) => ready(w.wait(key)),
+        }
+    }
+
+    /// A failure of `key`: counted at most once per backoff.
+    pub(crate) fn fail(&self, key: &ObjectKey<K>) -> Result<Advanced, InBackoff> {
+        match self {
+            ObjectGate::Plain(m) => ready(m.fail(key)),
+            ObjectGate::Outage(w) => ready(w.fail(key)),
+        }
+    }
+
+    /// A success of `key`; whether it had an entry.
+    pub(crate) fn succeed(&self, key: &ObjectKey<K>) -> bool {
+        match self {
+            ObjectGate::Plain(m) => m.reset(key),
+            ObjectGate::Outage(w) => {
+                let had = w.inner().attempts(key) > 0;
+                ready(w.succeed(key));
+                had
+            }
+        }
+    }
+
+    /// The outage wrapper's state, when there is one.
+    pub(crate) fn outage(&self) -> Option<OutageState> {
+        match self {
+            ObjectGate::Plain(_) => None,
+            ObjectGate::Outage(w) => Some(OutageState {
+                in_outage: w.in_outage(),
+                parked: w.parked(),
+                outages: w.outages(),
+            }),
+        }
+    }
+}
+
+/// The answer of an in-process gate's call. The manager's futures are
+/// ready at once and the outage wrapper awaits nothing else, so one poll
+/// completes them.
+fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
+    let mut call = pin!(call);
+    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Ok(answer)) => answer,
+        Poll::Pending => unreachable!("an in-process gate answers at once"),
+    }
+}
