@@ -231,9 +231,9 @@ where
                 .build()?,
         );
         let gate = match self.outage {
-            Some(settings) => {
-                ObjectGate::Outage(OutageAware::with_clock(manager, settings, TokioClock)?)
-            }
+            Some(settings) => ObjectGate::Outage(Box::new(OutageAware::with_clock(
+                manager, settings, TokioClock,
+            )?)),
             None => ObjectGate::Plain(manager),
         };
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;

@@ -19,7 +19,7 @@ use crate::key::ObjectKey;
 /// The manager, with or without outage awareness around it.
 pub(crate) enum ObjectGate<K: Lookup> {
     Plain(Arc<ObjectManager<K>>),
-    Outage(OutageAware<Arc<ObjectManager<K>>, TokioClock>),
+    Outage(Box<OutageAware<Arc<ObjectManager<K>>, TokioClock>>),
 }
 
 /// What the outage wrapper reports, for [`Stats`](crate::Stats).
