@@ -1,18 +1,20 @@
-//! The keyed manager as the middleware sees it: whatever its clock and
-//! hasher, one object that says how long a key must still wait and records
-//! what happened to it.
+//! The keyed backoff as the middleware sees it: any in-process
+//! implementation of the core's [`Gate`](keyed_backoff::Gate) contract
+//! (the manager, or the manager wrapped in outage awareness), behind one
+//! object-safe trait so that the layer's type names neither the gate's
+//! type nor its clock or hasher.
 
-use std::hash::{BuildHasher, Hash};
-use std::sync::Arc;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use keyed_backoff::Backoff;
-use keyed_backoff::clock::{Clock, ClockInstant};
-
-/// What the middleware asks of a keyed manager. Object-safe, so that the
-/// layer's type names neither the manager's clock nor its hasher.
+/// What the middleware asks of a keyed backoff.
 pub(crate) trait Gate<K>: Send + Sync {
-    /// The wait left before `key` may run, or `None` if it may run now.
+    /// The wait left before `key` may run, or `None` if it may run now;
+    /// asked by a request about to be sent (a wrapper may count it as the
+    /// key's turn).
     fn remaining(&self, key: &K) -> Option<Duration>;
     /// A failure for `key`: its backoff advances, at most once per window
     /// however many requests fail for it.
@@ -26,42 +28,40 @@ pub(crate) trait Gate<K>: Send + Sync {
     fn hold(&self, key: &K, wait: Duration);
 }
 
-/// A shared manager as a [`Gate`]. A server's wait is the manager's own
-/// per-key floor ([`Backoff::hold_until`]): its checks honour it, and its
-/// backoff grows as it would without it.
-pub(crate) struct Manager<K, C: Clock, S> {
-    backoff: Arc<Backoff<K, C, S>>,
-}
+/// An in-process gate of the core's contract, as a [`Gate`].
+pub(crate) struct Contract<G>(pub(crate) G);
 
-impl<K, C: Clock, S> Manager<K, C, S> {
-    pub(crate) fn new(backoff: Arc<Backoff<K, C, S>>) -> Self {
-        Manager { backoff }
-    }
-}
-
-impl<K, C, S> Gate<K> for Manager<K, C, S>
+impl<K, G> Gate<K> for Contract<G>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock,
-    S: BuildHasher + Clone + Send + Sync + 'static,
+    G: keyed_backoff::Gate<K, Error = Infallible>,
 {
     fn remaining(&self, key: &K) -> Option<Duration> {
-        self.backoff.remaining(key, self.backoff.clock().now())
+        ready(self.0.claim(key))
     }
 
     fn failed(&self, key: &K) {
         // In backoff already: another request advanced this window.
-        let _ = self.backoff.try_next_now(key);
+        let _ = ready(self.0.fail(key));
     }
 
     fn succeeded(&self, key: &K) {
-        if self.remaining(key).is_none() {
-            self.backoff.reset(key);
+        if ready(self.0.wait(key)).is_none() {
+            ready(self.0.succeed(key));
         }
     }
 
     fn hold(&self, key: &K, wait: Duration) {
-        let until = self.backoff.clock().now().saturating_add(wait);
-        self.backoff.hold_until(key, until);
+        ready(self.0.hold(key, wait));
+    }
+}
+
+/// The answer of an in-process gate's call: its futures are ready at
+/// once (the manager's are `std::future::Ready`, and a wrapper over it
+/// awaits nothing else), so one poll completes them.
+fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
+    let mut call = pin!(call);
+    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Ok(answer)) => answer,
+        Poll::Pending => unreachable!("an in-process gate answers at once"),
     }
 }

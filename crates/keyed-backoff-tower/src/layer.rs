@@ -10,7 +10,7 @@ use keyed_backoff::budget::RetryBudget;
 use keyed_backoff::clock::Clock;
 use tower::Layer;
 
-use crate::gate::Manager;
+use crate::gate::Contract;
 use crate::policy::{Limits, Policy, RetryErrors};
 use crate::replay::CloneRequest;
 use crate::service::KeyedBackoff;
@@ -119,7 +119,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
         let max = backoff.max();
         KeyedBackoffLayer {
             policy: Policy {
-                gate: Arc::new(Manager::new(backoff)),
+                gate: Arc::new(Contract(backoff)),
                 key: Arc::new(key),
                 classify: Arc::new(RetryErrors),
                 replay: Arc::new(CloneRequest),
