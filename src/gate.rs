@@ -4,12 +4,12 @@
 //! A middleware, a controller's reconcile wrapper or a wrapper that adds a
 //! behaviour (outage awareness) needs four things of a keyed backoff: how
 //! long a key must still wait, a failure, a success, and a floor (a
-//! server's `Retry-After`). [`Backoff`](crate::Backoff) answers them in process; a store
-//! shared by a fleet (the `keyed-backoff-redis` crate) answers them over
-//! the network, where a call is asynchronous and can fail. The trait is
-//! written for the second kind, so that the first costs nothing: every
-//! method returns a future, and `Backoff`'s futures are ready at once
-//! ([`std::future::Ready`]), its error type [`Infallible`](std::convert::Infallible).
+//! server's `Retry-After`). [`Backoff`](crate::Backoff) answers them in
+//! process; a store shared by a fleet answers them over the network, where
+//! a call is asynchronous and can fail. The trait is written for the second
+//! kind, so that the first costs nothing: every method returns a future,
+//! and `Backoff`'s futures are ready at once ([`std::future::Ready`]), its
+//! error type [`Infallible`](std::convert::Infallible).
 
 use std::convert::Infallible;
 use std::future::{Future, ready};

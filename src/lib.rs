@@ -80,8 +80,9 @@
 //!
 //! [`Gate`] is what an integration asks of a keyed backoff: the wait left
 //! for a key, a failure, a success, a floor (`Retry-After`). [`Backoff`]
-//! implements it at no cost (its futures are ready at once); a store shared
-//! by a fleet (`keyed-backoff-redis`) implements it over the network. The
+//! implements it at no cost (its futures are ready at once); the contract is
+//! asynchronous and fallible so that a store shared by a fleet can
+//! implement it over the network. The
 //! tower layer and the kube crate take a gate, and optional behaviour wraps
 //! one instead of living in the manager.
 //!
