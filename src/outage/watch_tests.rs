@@ -211,3 +211,98 @@ fn a_success_lets_its_key_go_and_failures_break_a_run_of_successes() {
     w.succeeded(&4, ms(50), |_| {});
     assert!(!w.tally().in_outage);
 }
+
+/// `rule` for each of `keys` at `at`, with the events it told.
+fn rulings(
+    w: &Watch<Option<u32>>,
+    keys: std::ops::Range<u32>,
+    at: Duration,
+    asked: Asked,
+) -> (Vec<Ruling<Option<u32>>>, Vec<Event>) {
+    let mut seen = Vec::new();
+    let rulings = keys
+        .map(|k| w.rule(&k, at, asked, Some(k), |e| seen.push(e)))
+        .collect();
+    (rulings, seen)
+}
+
+#[test]
+fn peek_changes_nothing() {
+    // Two watches told the same; only the first is peeked at, before every
+    // step of the second's story. Both must rule alike afterwards.
+    let (peeked, plain) = (watch(), watch());
+    let peek_all = |at: Duration| -> Vec<Option<Duration>> {
+        (0..40u32).map(|k| peeked.peek(&k, at, Some(k))).collect()
+    };
+    // No outage: every key may go, and peeking declares nothing.
+    assert!(peek_all(ms(0)).iter().all(Option::is_none));
+    assert!(!peeked.active());
+    for w in [&peeked, &plain] {
+        declare(w);
+    }
+    // Step 0 is [1 s, 2 s): early in it a key is told its slot; the answer
+    // is the wait the first ruling gives it.
+    let early = peek_all(ms(1_000));
+    assert!(early.iter().all(Option::is_some));
+    assert_eq!(peeked.tally().parked, 0, "a peek parked a key");
+    let (first, _) = rulings(&plain, 0..1, ms(1_000), Asked::Claim);
+    assert_eq!(until(first[0]), ms(1_000) + early[0].unwrap());
+    // At the end of step 0 every slot has passed: each key alone could go,
+    // and peeking at all of them takes none of the two probe turns.
+    assert!(peek_all(ms(1_999)).iter().all(Option::is_none));
+    assert_eq!(peeked.tally().parked, 0);
+    rulings(&peeked, 0..1, ms(1_000), Asked::Claim);
+    let (a, b) = (
+        rulings(&peeked, 0..40, ms(1_999), Asked::Claim),
+        rulings(&plain, 0..40, ms(1_999), Asked::Claim),
+    );
+    assert_eq!(a, b);
+    assert_eq!(a.0.iter().filter(|r| **r == Ruling::Free).count(), 2);
+    // A parked key is told the wait it is parked for.
+    let parked = peek_all(ms(1_999));
+    for (k, r) in a.0.iter().enumerate() {
+        if let Ruling::Parked { until, .. } = *r {
+            assert_eq!(parked[k], Some(until - ms(1_999)), "key {k}");
+        }
+    }
+    assert_eq!(peeked.tally(), plain.tally());
+    // After the outage, peeking takes no release slot: every key would go
+    // first, and the keys then go in the same order, one gap apart.
+    for w in [&peeked, &plain] {
+        w.succeeded(&999, ms(5_000), |_| {});
+    }
+    assert!(peek_all(ms(5_000)).iter().all(Option::is_none));
+    let (a, b) = (
+        rulings(&peeked, 0..40, ms(5_000), Asked::Claim),
+        rulings(&plain, 0..40, ms(5_000), Asked::Claim),
+    );
+    assert_eq!(a, b);
+    assert!(matches!(a.0[0], Ruling::Released { level: Some(0) }));
+    assert_eq!(until(a.0[1]), ms(5_100));
+    assert_eq!(peeked.tally(), plain.tally());
+}
+
+#[test]
+fn failures_and_successes_told_without_the_lock_weigh_on_detection() {
+    // Three keys declare an outage when successes are at most half of the
+    // outcomes since the first of their fresh failures.
+    let settings = OutageSettings::new()
+        .min_failing_keys(3)
+        .max_success_ratio(0.5);
+    let outage = |again: u32| {
+        let w: Watch<()> = Watch::new(settings, 7);
+        w.failed(&1, true, ms(0), |_| {});
+        for _ in 0..4 {
+            w.succeeded(&0, ms(1), |_| {});
+        }
+        for _ in 0..again {
+            w.failed(&1, false, ms(2), |_| {});
+        }
+        w.failed(&2, true, ms(3), |_| {});
+        w.failed(&3, true, ms(4), |_| {});
+        w.tally().in_outage
+    };
+    // 3 failures and 4 successes: too many successes. With one failure
+    // that continued a ladder more (4 and 4), an outage.
+    assert_eq!([outage(0), outage(1), outage(2)], [false, true, true]);
+}
