@@ -106,9 +106,9 @@ impl Trace {
 /// manager's futures are ready when made), and the wrapper's counters.
 pub enum Manager {
     /// Client-go's semantics alone.
-    Bare(Backoff<String, MockClock>),
+    Bare(Box<Backoff<String, MockClock>>),
     /// Outage awareness over the same backoff.
-    Aware(OutageAware<Backoff<String, MockClock>, MockClock>),
+    Aware(Box<OutageAware<Backoff<String, MockClock>, MockClock>>),
 }
 
 /// `$call` on whichever gate `$m` is, named `$g`, answered at once.
@@ -195,11 +195,11 @@ pub fn manager(
         .build()
         .expect("valid settings");
     match outage {
-        Some(settings) => Manager::Aware(
+        Some(settings) => Manager::Aware(Box::new(
             OutageAware::with_clock(backoff, settings.seed(11), clock.clone())
                 .expect("valid outage settings"),
-        ),
-        None => Manager::Bare(backoff),
+        )),
+        None => Manager::Bare(Box::new(backoff)),
     }
 }
 
