@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::settings::OutageSettings;
 use super::watch::{Asked, Ruling, Watch};
 use crate::clock::{Clock, ClockInstant, StdClock};
-use crate::error::{ConfigError, InBackoff};
 use crate::entry::Advanced;
+use crate::error::{ConfigError, InBackoff};
 use crate::gate::Gate;
 use crate::observe;
 
