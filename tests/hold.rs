@@ -16,7 +16,7 @@ fn a_held_key_does_not_run_before_the_floor_through_any_check() {
     let b = testkit::manager(SEC, 60 * SEC, &clock);
     let t0 = clock.now();
     // A key with no entry at all is held too.
-    b.hold_until("host".to_string(), t0 + 30 * SEC);
+    b.hold_until("host", t0 + 30 * SEC);
     assert_eq!(
         b.try_next("host", t0),
         Err(InBackoff {
@@ -62,13 +62,13 @@ fn the_longer_of_the_backoff_and_the_floor_is_the_wait() {
     let b = testkit::manager(10 * SEC, 300 * SEC, &clock);
     let t0 = clock.now();
     assert_eq!(b.try_next("k", t0), Ok(10 * SEC));
-    b.hold_until("k".to_string(), t0 + 4 * SEC); // shorter than the backoff
+    b.hold_until("k", t0 + 4 * SEC); // shorter than the backoff
     assert_eq!(b.remaining("k", t0), Some(10 * SEC));
     assert_eq!(
         b.try_next("k", t0 + 4 * SEC),
         Err(InBackoff { remaining: 6 * SEC })
     );
-    b.hold_until("k".to_string(), t0 + 25 * SEC); // longer
+    b.hold_until("k", t0 + 25 * SEC); // longer
     assert_eq!(
         b.try_next("k", t0 + 10 * SEC),
         Err(InBackoff {
@@ -83,10 +83,10 @@ fn a_later_floor_extends_an_earlier_one_never_shortens_and_reset_clears() {
     let clock = MockClock::new();
     let b = testkit::manager(SEC, 60 * SEC, &clock);
     let t0 = clock.now();
-    b.hold_until("k".to_string(), t0 + 10 * SEC);
-    b.hold_until("k".to_string(), t0 + 20 * SEC);
+    b.hold_until("k", t0 + 10 * SEC);
+    b.hold_until("k", t0 + 20 * SEC);
     assert_eq!(b.remaining("k", t0), Some(20 * SEC));
-    b.hold_until("k".to_string(), t0 + 5 * SEC);
+    b.hold_until("k", t0 + 5 * SEC);
     assert_eq!(b.remaining("k", t0), Some(20 * SEC), "never shortened");
     // Other keys are not held.
     assert_eq!(b.remaining("other", t0), None);
@@ -97,7 +97,7 @@ fn a_later_floor_extends_an_earlier_one_never_shortens_and_reset_clears() {
     assert_eq!(b.remaining("k", t0), None, "reset clears the floor");
     assert_eq!(b.try_next("k", t0), Ok(SEC));
     // A floor on a key with no entry is cleared by reset too.
-    b.hold_until("fresh".to_string(), t0 + 9 * SEC);
+    b.hold_until("fresh", t0 + 9 * SEC);
     assert!(!b.reset("fresh"), "there was no entry");
     assert_eq!(b.remaining("fresh", t0), None);
 }
@@ -110,7 +110,7 @@ fn floors_leave_the_backoff_growing_exactly_as_client_gos() {
     for round in 0..8u32 {
         let now = clock.now();
         // Floors of every length, some past the backoff, some inside it.
-        held.hold_until("k".to_string(), now + SEC * (round % 3));
+        held.hold_until("k", now + SEC * (round % 3));
         assert_eq!(held.next("k", now), plain.next("k", now), "round {round}");
         assert_eq!(held.get("k"), plain.get("k"));
         assert_eq!(held.attempts("k"), plain.attempts("k"));
@@ -118,7 +118,7 @@ fn floors_leave_the_backoff_growing_exactly_as_client_gos() {
     }
     // The gate advances the same ladder once the floor has passed.
     let now = clock.now();
-    held.hold_until("k".to_string(), now + 500 * SEC);
+    held.hold_until("k", now + 500 * SEC);
     let wait = held.remaining("k", now).expect("held");
     clock.advance(wait);
     let (a, b) = (held.try_next_now("k"), plain.next("k", clock.now()));
@@ -130,8 +130,8 @@ fn gc_forgets_passed_floors_and_keeps_the_others() {
     let clock = MockClock::new();
     let b = testkit::manager(SEC, 5 * SEC, &clock);
     let t0 = clock.now();
-    b.hold_until("soon".to_string(), t0 + SEC);
-    b.hold_until("late".to_string(), t0 + 100 * SEC);
+    b.hold_until("soon", t0 + SEC);
+    b.hold_until("late", t0 + 100 * SEC);
     clock.advance(2 * SEC);
     assert_eq!(b.gc(), 0, "gc counts entries, and there are none");
     assert_eq!(b.remaining("soon", clock.now()), None);
@@ -148,10 +148,10 @@ async fn until_ready_waits_out_the_floor_on_tokios_clock() {
         .build()
         .unwrap();
     let start = tokio::time::Instant::now();
-    b.hold_until("host".to_string(), start + 2 * SEC);
+    b.hold_until("host", start + 2 * SEC);
     b.until_ready("host").await;
     assert_eq!(start.elapsed(), 2 * SEC);
-    b.hold_until("host".to_string(), tokio::time::Instant::now() + 3 * SEC);
+    b.hold_until("host", tokio::time::Instant::now() + 3 * SEC);
     assert_eq!(b.until_ready_then_next("host").await, SEC);
     assert_eq!(start.elapsed(), 5 * SEC);
 }

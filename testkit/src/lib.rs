@@ -13,7 +13,9 @@
 //! - `events` (feature `tracing`) and `metrics` (feature `metrics`): what an
 //!   operator would see, recorded: every `tracing` event with its fields,
 //!   every metric by name and labels;
-//! - [`panic_message`]: the text of a caught panic.
+//! - [`panic_message`]: the text of a caught panic;
+//! - [`ready`]: the output of a future that is ready at once (the
+//!   in-process manager's `Gate` calls), for tests that are not async.
 //!
 //! ```
 //! use keyed_backoff::clock::{Clock, MockClock};
@@ -37,7 +39,10 @@ pub mod redis_server;
 
 pub use panic::panic_message;
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use keyed_backoff::clock::MockClock;
@@ -91,4 +96,24 @@ pub fn shared_manager(clock: &MockClock) -> Arc<Backoff<String, MockClock>> {
     let second = Duration::from_secs(1);
     let few_shards = builder(second, 5 * second, clock).shards(8);
     Arc::new(few_shards.build().expect("a valid configuration"))
+}
+
+/// The output of `future`, polled once: for the futures of the in-process
+/// manager's [`Gate`](keyed_backoff::Gate) calls and of a wrapper over it,
+/// which are ready at once. Panics if `future` is not ready.
+///
+/// ```
+/// use keyed_backoff::Gate;
+/// use keyed_backoff::clock::MockClock;
+/// use keyed_backoff_testkit::ready;
+/// use std::time::Duration;
+/// let b = keyed_backoff_testkit::manager(Duration::from_secs(1), Duration::from_secs(8), &MockClock::new());
+/// let Ok(failed) = ready(b.fail(&"k".to_string()));
+/// assert_eq!(failed.map(|level| level.backoff), Ok(Duration::from_secs(1)));
+/// ```
+pub fn ready<F: Future>(future: F) -> F::Output {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the future was not ready at its first poll"),
+    }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use keyed_backoff::OutageSettings;
-use keyed_backoff::clock::{Clock, MockClock};
+use keyed_backoff::clock::MockClock;
 
 use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
 
@@ -46,22 +46,22 @@ fn keys_newly_breaking_together_while_nothing_succeeds_are_taken_for_an_outage()
     let clock = MockClock::new();
     let b = manager(&clock, KUBELET, Some(OutageSettings::default()));
     for k in 0..19 {
-        assert_eq!(b.try_next_now(&format!("bad-{k}")), Ok(secs(10)));
+        assert_eq!(b.fail(&format!("bad-{k}")), Ok(secs(10)));
         clock.advance(Duration::from_millis(500));
     }
-    assert!(!b.stats().in_outage);
-    b.try_next_now("bad-19").unwrap();
-    assert!(b.stats().in_outage);
+    assert!(!b.in_outage());
+    b.fail("bad-19").unwrap();
+    assert!(b.in_outage());
     // A broken key asking later waits on the outage ladder (its slots are at
     // most 4 s apart) rather than its own 20 s step.
     clock.advance(secs(10));
-    let wait = b.remaining("bad-0", clock.now());
+    let wait = b.claim("bad-0");
     assert!(wait.is_some_and(|w| w <= secs(8)), "{wait:?}");
-    assert_eq!(b.get("bad-0"), secs(10));
+    assert_eq!(b.backoff().get("bad-0"), secs(10));
     // Two successes in a row of any key end it.
-    b.reset("healthy-a");
-    b.reset("healthy-b");
-    assert!(!b.stats().in_outage);
+    b.succeed("healthy-a");
+    b.succeed("healthy-b");
+    assert!(!b.in_outage());
 }
 
 #[test]
@@ -73,11 +73,11 @@ fn twenty_keys_failing_in_a_stream_of_successes_are_not_an_outage() {
     for k in 0..500 {
         let key = format!("k-{k}");
         if k % 5 == 0 {
-            b.try_next_now(&key).unwrap();
+            b.fail(&key).unwrap();
         } else {
-            b.reset(&key);
+            b.succeed(&key);
         }
         clock.advance(Duration::from_millis(50));
     }
-    assert_eq!(b.stats().outages, 0);
+    assert_eq!(b.outages(), 0);
 }

@@ -1,4 +1,4 @@
-//! After an outage: every held key goes again within seconds, at a bounded
+//! After an outage: every parked key goes again within seconds, at a bounded
 //! rate, and a key broken on its own climbs on from where it stood.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use keyed_backoff::OutageSettings;
 use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, run_with, secs};
 
 #[test]
-fn every_held_key_goes_within_15_s_of_recovery_at_the_release_rate() {
+fn every_parked_key_goes_within_15_s_of_recovery_at_the_release_rate() {
     for (name, rule, down, rate) in [
         ("kubelet", KUBELET, 300, 200.0),
         ("kubelet", KUBELET, 600, 200.0),
@@ -88,9 +88,9 @@ fn a_key_broken_on_its_own_climbs_on_from_its_level_before_the_outage() {
 }
 
 #[test]
-fn callers_that_run_every_requeue_recover_within_15_s_but_are_not_held_back() {
+fn callers_that_run_every_requeue_recover_within_15_s_but_are_not_kept_back() {
     // A controller that never asks before running (an error policy alone):
-    // a held key's only wait is the one its failure is answered with, its
+    // a parked key's only wait is the one its failure is answered with, its
     // slot in the next step, so every key reaches the dependency once a
     // step, more often than its own ladder would (docs/outage.md).
     let fleet = Fleet {

@@ -1,8 +1,10 @@
 //! A controller over a fleet of keys, on a mock clock: each key's work is
 //! tried against one dependency, a success resets the key and a failure
 //! goes through the gate, and a key in backoff is not run at all (its run
-//! is skipped and requeued at the wait left), as a kube-runtime controller
-//! with `skip_while_in_backoff` does. Events run in time order.
+//! is claimed first, and skipped and requeued at the wait left), as a
+//! kube-runtime controller with `skip_while_in_backoff` does. Events run in
+//! time order. The controller sees the manager only through the [`Gate`]
+//! contract: the bare [`Backoff`], or [`OutageAware`] over it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -10,7 +12,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::{Backoff, OutageSettings};
+use keyed_backoff::{Backoff, Gate, InBackoff, OutageAware, OutageSettings};
+use keyed_backoff_testkit::ready;
 
 /// The keys and the dependency they share.
 #[derive(Debug, Clone)]
@@ -29,8 +32,8 @@ pub struct Fleet {
     pub stagger: Duration,
     /// The run ends here.
     pub end: Duration,
-    /// A run is skipped while the key is in backoff (the controller asks
-    /// `remaining` first); otherwise every requeue runs.
+    /// A run is skipped while the key is in backoff (the controller claims
+    /// the key first); otherwise every requeue runs, unasked.
     pub skips: bool,
 }
 
@@ -52,9 +55,9 @@ pub struct Trace {
     /// Per key, its own backoff after each failure that advanced its own
     /// ladder.
     pub own: Vec<Vec<Duration>>,
-    /// When the manager was first seen out of an outage after being in one.
+    /// When the wrapper was first seen out of an outage after being in one.
     pub ended: Option<Duration>,
-    /// Outages the manager declared.
+    /// Outages the wrapper declared.
     pub outages: u64,
 }
 
@@ -98,23 +101,106 @@ impl Trace {
     }
 }
 
-/// A manager of `initial` doubling to `max`, forgotten after `expire`, with
-/// outage detection when `outage` is given, on `clock`.
+/// The manager a test drives: the bare backoff, or the outage wrapper over
+/// it. Its calls are the [`Gate`]'s, answered at once (the in-process
+/// manager's futures are ready when made), and the wrapper's counters.
+pub enum Manager {
+    /// Client-go's semantics alone.
+    Bare(Box<Backoff<String, MockClock>>),
+    /// Outage awareness over the same backoff.
+    Aware(Box<OutageAware<Backoff<String, MockClock>, MockClock>>),
+}
+
+/// `$call` on whichever gate `$m` is, named `$g`, answered at once.
+macro_rules! gate {
+    ($m:expr, $g:ident => $call:expr) => {{
+        let Ok(answer) = match $m {
+            Manager::Bare($g) => ready($call),
+            Manager::Aware($g) => ready($call),
+        };
+        answer
+    }};
+}
+
+impl Manager {
+    /// The backoff (under the wrapper, if there is one): its levels.
+    pub fn backoff(&self) -> &Backoff<String, MockClock> {
+        match self {
+            Manager::Bare(b) => b,
+            Manager::Aware(a) => a.inner(),
+        }
+    }
+
+    /// A failure of `key` now ([`Gate::fail`]): its new backoff, or the
+    /// wait left when it is not counted.
+    pub fn fail(&self, key: &str) -> Result<Duration, InBackoff> {
+        gate!(self, g => g.fail(&key.to_string())).map(|level| level.backoff)
+    }
+
+    /// The wait before `key` may run, asked by a caller that runs it at
+    /// once when there is none ([`Gate::claim`]).
+    pub fn claim(&self, key: &str) -> Option<Duration> {
+        gate!(self, g => g.claim(&key.to_string()))
+    }
+
+    /// The wait before `key` may run, asked only to read it ([`Gate::wait`]).
+    pub fn wait(&self, key: &str) -> Option<Duration> {
+        gate!(self, g => g.wait(&key.to_string()))
+    }
+
+    /// A success of `key` ([`Gate::succeed`]).
+    pub fn succeed(&self, key: &str) {
+        gate!(self, g => g.succeed(&key.to_string()))
+    }
+
+    /// A floor: `key` may not run for `wait` ([`Gate::hold`]).
+    pub fn hold(&self, key: &str, wait: Duration) {
+        gate!(self, g => g.hold(&key.to_string(), wait))
+    }
+
+    /// Whether an outage is under way (never, without the wrapper).
+    pub fn in_outage(&self) -> bool {
+        matches!(self, Manager::Aware(a) if a.in_outage())
+    }
+
+    /// Keys the outage parks now.
+    pub fn parked(&self) -> usize {
+        match self {
+            Manager::Bare(_) => 0,
+            Manager::Aware(a) => a.parked(),
+        }
+    }
+
+    /// Outages declared so far.
+    pub fn outages(&self) -> u64 {
+        match self {
+            Manager::Bare(_) => 0,
+            Manager::Aware(a) => a.outages(),
+        }
+    }
+}
+
+/// A manager of `initial` doubling to `max`, forgotten after `expire`, on
+/// `clock`: wrapped with outage awareness when `outage` is given (its slots
+/// drawn from the same seed as the jitter, 11).
 pub fn manager(
     clock: &MockClock,
     (initial, max, expire): (Duration, Duration, Duration),
     outage: Option<OutageSettings>,
-) -> Backoff<String, MockClock> {
-    let builder = Backoff::<String>::builder(initial, max)
+) -> Manager {
+    let backoff = Backoff::<String>::builder(initial, max)
         .clock(clock.clone())
         .expire_after(expire)
-        .seed(11);
+        .seed(11)
+        .build()
+        .expect("valid settings");
     match outage {
-        Some(settings) => builder.outage(settings),
-        None => builder,
+        Some(settings) => Manager::Aware(Box::new(
+            OutageAware::with_clock(backoff, settings.seed(11), clock.clone())
+                .expect("valid outage settings"),
+        )),
+        None => Manager::Bare(Box::new(backoff)),
     }
-    .build()
-    .expect("valid settings")
 }
 
 /// The kubelet's restart backoff: 10 s doubling to 300 s, reset after 600 s.
@@ -131,14 +217,9 @@ pub const CONTROLLER_RUNTIME: (Duration, Duration, Duration) = (
     Duration::from_secs(2000),
 );
 
-/// Runs `fleet` through `backoff`, whose clock is `clock`; `watch`: the
-/// manager detects outages, and the trace notes when one ends.
-pub fn run(
-    fleet: &Fleet,
-    backoff: &Backoff<String, MockClock>,
-    clock: &MockClock,
-    watch: bool,
-) -> Trace {
+/// Runs `fleet` through `manager`, whose clock is `clock`; the trace notes
+/// when an outage ends.
+pub fn run(fleet: &Fleet, manager: &Manager, clock: &MockClock) -> Trace {
     let start = clock.now();
     let names: Vec<String> = (0..fleet.keys).map(|k| format!("object-{k}")).collect();
     let mut queue = BinaryHeap::new();
@@ -150,14 +231,17 @@ pub fn run(
         own: vec![Vec::new(); fleet.keys],
         ..Trace::default()
     };
+    let backoff = manager.backoff();
     let mut in_outage = false;
     while let Some(Reverse((at, k))) = queue.pop() {
         if at > fleet.end {
             break;
         }
         clock.set(start + at);
-        let (key, now) = (names[k].as_str(), clock.now());
-        if let Some(wait) = backoff.remaining(key, now).filter(|_| fleet.skips) {
+        let key = names[k].as_str();
+        // A controller that skips keys in backoff claims the key before
+        // it runs it; one that does not, does not ask.
+        if let Some(wait) = fleet.skips.then(|| manager.claim(key)).flatten() {
             queue.push(Reverse((at + wait, k)));
             continue;
         }
@@ -165,13 +249,13 @@ pub fn run(
         let ok = !broken && !fleet.down.contains(&at);
         trace.attempts.push(Attempt { at, key: k, ok });
         if ok {
-            backoff.reset(key);
+            manager.succeed(key);
             if let Some(period) = fleet.period {
                 queue.push(Reverse((at + period, k)));
             }
         } else {
             let attempts = backoff.attempts(key);
-            let decision = backoff.try_next(key, now).map_err(|e| e.remaining);
+            let decision = manager.fail(key).map_err(|e| e.remaining);
             if backoff.attempts(key) != attempts {
                 trace.own[k].push(backoff.get(key));
             }
@@ -180,15 +264,15 @@ pub fn run(
             queue.push(Reverse((at + wait, k)));
         }
         // An outage begins at a failure and ends at a success: the
-        // manager's state is read only when it may have changed.
-        if watch && in_outage == ok {
-            in_outage = backoff.stats().in_outage;
+        // wrapper's state is read only when it may have changed.
+        if in_outage == ok {
+            in_outage = manager.in_outage();
             if ok && !in_outage && trace.ended.is_none() {
                 trace.ended = Some(at);
             }
         }
     }
-    trace.outages = backoff.stats().outages;
+    trace.outages = manager.outages();
     trace
 }
 
@@ -199,8 +283,7 @@ pub fn run_with(
     outage: Option<OutageSettings>,
 ) -> Trace {
     let clock = MockClock::new();
-    let backoff = manager(&clock, rule, outage);
-    run(fleet, &backoff, &clock, outage.is_some())
+    run(fleet, &manager(&clock, rule, outage), &clock)
 }
 
 pub fn secs(s: u64) -> Duration {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use keyed_backoff::OutageSettings;
-use keyed_backoff::clock::{Clock, MockClock};
+use keyed_backoff::clock::MockClock;
 
 use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
 
@@ -67,16 +67,16 @@ fn a_floor_longer_than_the_outage_wait_still_holds() {
         Some(OutageSettings::new().min_failing_keys(3)),
     );
     for k in 0..3 {
-        b.try_next_now(&format!("failing-{k}")).unwrap();
+        b.fail(&format!("failing-{k}")).unwrap();
     }
-    assert!(b.stats().in_outage);
+    assert!(b.in_outage());
     // The server asked for 60 s; the outage's ladder steps are at most 4 s.
-    b.hold_until("asked-to-wait".to_string(), clock.now() + secs(60));
-    assert_eq!(b.remaining("asked-to-wait", clock.now()), Some(secs(60)));
+    b.hold("asked-to-wait", secs(60));
+    assert_eq!(b.claim("asked-to-wait"), Some(secs(60)));
     // At the end of the ladder's first step the key's slot has come and a
     // probe's turn is free, yet the floor refuses it.
     clock.advance(Duration::from_millis(999));
-    let refused = b.try_next_now("asked-to-wait").unwrap_err();
+    let refused = b.fail("asked-to-wait").unwrap_err();
     assert_eq!(refused.remaining, secs(60) - Duration::from_millis(999));
 }
 
