@@ -112,6 +112,12 @@ where
         &self.shared.gate
     }
 
+    /// Whether the object backoff is wrapped in outage awareness.
+    #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
+    pub(crate) fn outage_aware(&self) -> bool {
+        self.shared.gate.outage().is_some()
+    }
+
     /// The totals, for the parts of the crate that count.
     pub(crate) fn tally(&self) -> &Tally {
         &self.shared.tally

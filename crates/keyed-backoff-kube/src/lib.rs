@@ -48,8 +48,11 @@
 //!
 //! [`stats`](ObjectBackoff::stats) are always kept. With the
 //! `prometheus-client` feature, `ObjectBackoff::register` exports
-//! them to a `prometheus_client` registry under controller-runtime's names;
-//! with the `tracing` feature, failures, refusals, skips, resets and panics
+//! them to a `prometheus_client` registry under controller-runtime's names
+//! (and the outage's state, with [`outage`](ObjectBackoffBuilder::outage));
+//! with the `metrics` feature, an outage's beginning, end and release are
+//! reported through the `metrics` facade as they happen; with the `tracing`
+//! feature, failures, refusals, skips, resets and panics
 //! are `tracing` events carrying the object. Without the features neither
 //! costs anything.
 //!

@@ -97,6 +97,30 @@ where
             "Objects whose backoff window has not ended.",
             controller,
             &ConstGauge::new(in_backoff),
+        )?;
+        if !self.backoff.outage_aware() {
+            return Ok(());
+        }
+        write(
+            &mut encoder,
+            "keyed_backoff_outages",
+            "Outages declared: many objects newly failing while almost none succeed.",
+            controller,
+            &ConstCounter::new(c.outages),
+        )?;
+        write(
+            &mut encoder,
+            "keyed_backoff_outage_active",
+            "1 while an outage is under way, else 0.",
+            controller,
+            &ConstGauge::new(i64::from(c.in_outage)),
+        )?;
+        write(
+            &mut encoder,
+            "keyed_backoff_outage_parked_objects",
+            "Objects an outage parks now, or until the release lets them go.",
+            controller,
+            &ConstGauge::new(i64::try_from(c.parked).unwrap_or(i64::MAX)),
         )
     }
 }
@@ -119,6 +143,9 @@ where
     /// | `keyed_backoff_reconcile_resets_total` | counter | `controller` | successes |
     /// | `keyed_backoff_reconcile_skips_total` | counter | `controller` | runs skipped in backoff |
     /// | `keyed_backoff_objects_in_backoff` | gauge | `controller` | objects in backoff now |
+    /// | `keyed_backoff_outages_total` | counter | `controller` | outages declared (with [`outage`](crate::ObjectBackoffBuilder::outage) on) |
+    /// | `keyed_backoff_outage_active` | gauge | `controller` | 1 during an outage (with `outage` on) |
+    /// | `keyed_backoff_outage_parked_objects` | gauge | `controller` | objects parked now (with `outage` on) |
     ///
     /// The first three carry controller-runtime's names and labels, so its
     /// dashboards and alerts apply.
