@@ -28,10 +28,18 @@ impl Timer {
 }
 
 /// One script call ended (in Redis, not the fallback), timed by `timer`:
-/// counted and timed per operation and result; an error is a `WARN` event
-/// (an `ERROR` for an entry that is not ours).
+/// counted and timed per operation and result. An error is a `WARN` event
+/// (an `ERROR` for an entry that is not ours), except while Redis is
+/// unreachable (`outage`): the outage is reported once, by
+/// [`unreachable`], and each failed call is a `DEBUG` event.
 #[inline]
-pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, timer: Timer) {
+pub(crate) fn operation(
+    op: Op,
+    key: &str,
+    result: &Result<Reply, StoreError>,
+    timer: Timer,
+    outage: bool,
+) {
     #[cfg(any(feature = "metrics", feature = "tracing"))]
     let elapsed = timer.0.elapsed();
     #[cfg(feature = "metrics")]
@@ -55,6 +63,14 @@ pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, t
             cause = cause(error),
             "entry is not ours"
         ),
+        Err(error) if outage => tracing::debug!(
+            target: "keyed_backoff_redis",
+            op = op.name(),
+            key,
+            %error,
+            elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            "store error while Redis is unreachable"
+        ),
         Err(error) => tracing::warn!(
             target: "keyed_backoff_redis",
             op = op.name(),
@@ -66,6 +82,33 @@ pub(crate) fn operation(op: Op, key: &str, result: &Result<Reply, StoreError>, t
         ),
         Ok(_) => {}
     }
+}
+
+/// Calls started failing to reach Redis (refused, dropped or timed out),
+/// with the first such `error`: reported once until Redis answers again.
+#[inline]
+pub(crate) fn unreachable(error: &StoreError) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("keyed_backoff_redis_unreachable_total").increment(1);
+        metrics::gauge!("keyed_backoff_redis_unreachable").set(1.0);
+    }
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "keyed_backoff_redis",
+        %error,
+        cause = cause(error),
+        "Redis unreachable: calls are failing (each one is a DEBUG event until it answers again)"
+    );
+}
+
+/// Redis answered a call again after being unreachable.
+#[inline]
+pub(crate) fn reachable() {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("keyed_backoff_redis_unreachable").set(0.0);
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "keyed_backoff_redis", "Redis answers again");
 }
 
 /// The breaker opened after `error`: the fallback answers for `open_for`.

@@ -3,6 +3,8 @@
 //! `WAIT` when a write must reach replicas, the whole bounded by the
 //! operation's timeout.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -24,6 +26,9 @@ pub(crate) struct Transport<C> {
     conn: C,
     timeout: Duration,
     replicas: Option<Replicas>,
+    /// Whether Redis is unreachable now, as the latest calls found it;
+    /// shared by the store's clones, so an outage is reported once.
+    unreachable: Arc<AtomicBool>,
 }
 
 impl<C> Transport<C> {
@@ -32,7 +37,32 @@ impl<C> Transport<C> {
             conn,
             timeout,
             replicas,
+            unreachable: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Tells operators when Redis becomes unreachable and when it answers
+    /// again, once each, from the outcome of each call; returns whether
+    /// the call's own error (if any) is part of such an outage.
+    fn track(&self, result: &Result<Reply, StoreError>) -> bool {
+        let down = matches!(
+            result,
+            Err(StoreError::Unavailable { .. } | StoreError::TimedOut { .. })
+        );
+        match result {
+            // Anything but a failure to reach it is an answer from Redis.
+            Err(error) if down => {
+                if !self.unreachable.swap(true, Ordering::AcqRel) {
+                    observe::unreachable(error);
+                }
+            }
+            _ => {
+                if self.unreachable.swap(false, Ordering::AcqRel) {
+                    observe::reachable();
+                }
+            }
+        }
+        down
     }
 
     /// The longest a call may take.
@@ -64,7 +94,8 @@ where
                 source: None,
             }),
         };
-        observe::operation(call.op, key, &result, timer);
+        let outage = self.track(&result);
+        observe::operation(call.op, key, &result, timer, outage);
         result
     }
 

@@ -75,11 +75,16 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
     let closed = position("breaker closed").expect("an event when it closes");
     assert!(opened < closed, "{seen:?}");
     assert_eq!(seen[opened].0, Level::WARN);
-    assert!(
+    // The timed-out call is Redis becoming unreachable: reported once,
+    // and the call itself at DEBUG.
+    assert_eq!(
         seen.iter()
-            .any(|(l, m)| *l == Level::WARN && m == "store error"),
+            .filter(|(l, m)| *l == Level::WARN && m.starts_with("Redis unreachable"))
+            .count(),
+        1,
         "{seen:?}"
     );
+    assert!(!seen.iter().any(|(_, m)| m == "store error"), "{seen:?}");
     assert!(
         seen.iter()
             .any(|(l, m)| *l == Level::ERROR && m == "entry is not ours"),
@@ -126,4 +131,80 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
             .histogram("keyed_backoff_redis_operation_duration_seconds", &[])
             .is_empty()
     );
+}
+
+#[test]
+fn a_killed_server_is_reported_once_when_calls_start_failing_and_once_when_it_answers_again() {
+    let mut server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let recorder = Metrics::new();
+    let events = Events::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let failed = recorder.record(|| {
+        events.record(|| {
+            rt.block_on(async {
+                let client = redis::Client::open(server.url.as_str()).unwrap();
+                let conn = ConnectionManager::new(client).await.unwrap();
+                // No fallback: every call while the server is down fails.
+                let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+                    .prefix(format!("unreachable-{:x}", rand::random::<u32>()))
+                    .timeout(Duration::from_millis(200))
+                    .build(conn)
+                    .unwrap();
+                store.next("k", Event::now()).await.unwrap();
+                server.stop();
+                let mut failed = 0;
+                for _ in 0..5 {
+                    let err = store.next("k", Event::now()).await.unwrap_err();
+                    assert!(
+                        matches!(
+                            err,
+                            StoreError::Unavailable { .. } | StoreError::TimedOut { .. }
+                        ),
+                        "{err:?}"
+                    );
+                    failed += 1;
+                }
+                server.restart();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while store.get("k").await.is_err() {
+                    failed += 1;
+                    assert!(Instant::now() < deadline, "Redis never answered again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                failed
+            })
+        })
+    });
+
+    let seen: Vec<(Level, String)> = events
+        .seen()
+        .into_iter()
+        .map(|e| (e.level, e.message))
+        .collect();
+    let count = |level: Level, prefix: &str| {
+        seen.iter()
+            .filter(|(l, m)| *l == level && m.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(count(Level::WARN, "Redis unreachable"), 1, "{seen:?}");
+    assert_eq!(count(Level::INFO, "Redis answers again"), 1, "{seen:?}");
+    assert_eq!(count(Level::WARN, "store error"), 0, "{seen:?}");
+    assert_eq!(
+        count(Level::DEBUG, "store error while Redis is unreachable"),
+        failed,
+        "{seen:?}"
+    );
+    let metrics = recorder.samples();
+    assert_eq!(
+        metrics.counter("keyed_backoff_redis_unreachable_total", &[]),
+        1
+    );
+    let gauge = metrics.gauge("keyed_backoff_redis_unreachable", &[]);
+    assert!(matches!(gauge, Some(g) if g == 0.0), "{gauge:?}");
 }
