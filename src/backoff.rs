@@ -279,12 +279,16 @@ where
     /// assert!(!b.is_in_backoff_since("c", finished));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
+    #[inline]
     pub fn is_in_backoff_since<Q>(&self, key: &Q, event_time: C::Instant) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.remaining_since(key, event_time).is_some()
+        let (event, now) = (self.tick(event_time), self.now_tick());
+        let own =
+            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
+        rules::in_backoff(self.expiry.judged(own), || self.holds.get(key), now)
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event_time` falls
@@ -307,12 +311,15 @@ where
     /// assert!(!b.is_in_backoff_since_update("c", t + Duration::from_secs(10)));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
+    #[inline]
     pub fn is_in_backoff_since_update<Q>(&self, key: &Q, event_time: C::Instant) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.remaining(key, event_time).is_some()
+        let at = self.tick(event_time);
+        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, at);
+        rules::in_backoff(self.expiry.judged(own), || self.holds.get(key), at)
     }
 
     /// client-go's `Reset` and `DeleteEntry` (the same operation there):
@@ -488,10 +495,8 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let now = self.tick(now);
-        let wait = self.expiry.judged(|stale| {
-            let entry = self.store.get(key)?;
-            rules::remaining(stale, entry, now)
-        });
+        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, now);
+        let wait = self.expiry.judged(own);
         wait.max(rules::held(self.holds.get(key), now))
     }
 
@@ -534,10 +539,9 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let (event, now) = (self.tick(event_time), self.now_tick());
-        let wait = self.expiry.judged(|stale| {
-            let entry = self.store.get(key)?;
-            rules::remaining_since(stale, entry, event, now)
-        });
+        let own =
+            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
+        let wait = self.expiry.judged(own);
         wait.max(rules::held(self.holds.get(key), now))
     }
 

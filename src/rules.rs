@@ -110,6 +110,18 @@ pub(crate) fn held(until: Option<Tick>, at: Tick) -> Option<Duration> {
     positive_nanos(until?.since(at))
 }
 
+/// Whether a key whose entry holds it to `own` is in backoff at `at`: by
+/// its entry, or else by its floor, looked up only then (the common
+/// answer, in backoff by its entry, never looks for one).
+#[inline]
+pub(crate) fn in_backoff(
+    own: Option<Duration>,
+    floor: impl FnOnce() -> Option<Tick>,
+    at: Tick,
+) -> bool {
+    own.is_some() || held(floor(), at).is_some()
+}
+
 /// A key put back at `level` at `now`, its backoff just over (its last
 /// update one backoff ago): `None`, changing nothing, when `old` is still
 /// live. Its next failure climbs from `level`.
