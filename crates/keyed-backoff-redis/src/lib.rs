@@ -70,6 +70,7 @@ mod connection;
 mod error;
 mod event;
 mod fallback;
+mod gate;
 mod near_cache;
 mod observe;
 mod protocol;

@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::event::{Event, OpId};
 use crate::fallback::{Answer, Fallback};
 use crate::near_cache::NearCache;
-use crate::protocol::{self, Op, Reply, Request, Rule, TimeSource};
+use crate::protocol::{self, Extra, Op, Reply, Request, Rule, TimeSource};
 use crate::stats::Stats;
 use crate::transport::Transport;
 
@@ -124,7 +124,7 @@ where
         id: Option<OpId>,
     ) -> Result<Duration, StoreError> {
         match self.call(Op::Next, key, event, id).await? {
-            Reply::Advanced { backoff_ns } => Ok(Duration::from_nanos(backoff_ns)),
+            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
     }
@@ -183,7 +183,7 @@ where
         id: Option<OpId>,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
         match self.call(Op::Gate, key, event, id).await? {
-            Reply::Advanced { backoff_ns } => Ok(Ok(Duration::from_nanos(backoff_ns))),
+            Reply::Advanced { backoff_ns, .. } => Ok(Ok(Duration::from_nanos(backoff_ns))),
             Reply::Refused { remaining_ns } => Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
             })),
@@ -369,7 +369,18 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
-        let request = Request { op, key, event, id };
+        let request = Request {
+            op,
+            key,
+            event,
+            id,
+            extra: Extra::None,
+        };
+        self.request(request).await
+    }
+
+    /// [`call`](Self::call) for a request made in full.
+    pub(crate) async fn request(&self, request: Request<'_>) -> Result<Reply, StoreError> {
         let answer = self.answer(request);
         match &self.near {
             None => answer.await.map(|a| a.reply),
