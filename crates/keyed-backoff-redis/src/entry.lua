@@ -194,7 +194,10 @@ if floor ~= nil or op == 'hold' or op == 'resume' or op == 'gc_key' then
 end
 
 if op == 'reset' then
-  return redis.call('DEL', key)
+  -- Both go; the answer is whether there was a ladder, as in process.
+  local deleted = redis.call('DEL', key)
+  if present then return deleted end
+  return 0
 end
 if op == 'gc_key' then
   if present and (now - t) * unit > expire_after_ns then
@@ -209,7 +212,8 @@ if op == 'get' then return b end
 if op == 'attempts' then return a end
 if op == 'hold' then
   local upto = now + math.ceil(tonumber(ARGV[10]) / unit)
-  if floor ~= nil and floor >= upto then return 1 end
+  -- A floor that ends now holds nothing; one that ends sooner changes nothing.
+  if upto <= now or (floor ~= nil and floor >= upto) then return 1 end
   floor, ff = upto, format('%d', upto)
   local ladder = ''
   if present then ladder = fb .. ',' .. ft .. ',' .. fa end
@@ -296,7 +300,8 @@ if op == 'gate' and left ~= nil then
     -- Remembered without touching the backoff or the time to live.
     local ladder = ''
     if present then ladder = fb .. ',' .. ft .. ',' .. fa end
-    if floor ~= nil then ladder = ladder .. floor_part() end
+    -- The floor as it was (it may have passed at now, not at the event).
+    if ff ~= nil then ladder = ladder .. '@' .. ff end
     redis.call('SET', key, ladder .. records(format('%s,0,%d', op_id, left)), 'KEEPTTL')
   end
   return {0, left}
