@@ -130,8 +130,10 @@ where
     }
 
     /// The gate, in one atomic step: `Err(InBackoff)` with the wait left if
-    /// `key` is in backoff at `event`, otherwise `next`. Racing callers
-    /// across the whole fleet advance a key exactly once per window.
+    /// `key` is in backoff at `event` or held past it by a floor
+    /// ([`Gate::hold`](keyed_backoff::Gate::hold); the longer wait),
+    /// otherwise `next`. Racing callers across the whole fleet advance a
+    /// key exactly once per window.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
@@ -221,8 +223,9 @@ where
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// The wait left at `event` before the key's window ends; `None` if it
-    /// is not in backoff (missing, expired, or the window has passed).
+    /// The wait left at `event` before the key's window ends, or its floor
+    /// if that ends later; `None` if it is not in backoff (missing,
+    /// expired, or the window has passed) nor held.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -240,7 +243,7 @@ where
 
     /// client-go's `IsInBackOffSince`: whether less than the key's backoff
     /// has passed since `event` (false when missing or expired as of
-    /// `event`).
+    /// `event`), or the key is held by a floor now.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -256,7 +259,7 @@ where
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event` falls less
-    /// than the key's backoff after its last update.
+    /// than the key's backoff after its last update, or before its floor.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -275,7 +278,8 @@ where
             .map(|n| n == 1)
     }
 
-    /// client-go's `Reset`: removes the key's entry; whether there was one.
+    /// client-go's `Reset`: removes the key's entry and its floor; whether
+    /// there was an entry.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
