@@ -5,13 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use keyed_backoff::__private::saturating_nanos;
-use keyed_backoff::Backoff;
 use keyed_backoff::clock::ClockInstant;
+use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
 use parking_lot::Mutex;
 
 use crate::error::StoreError;
 use crate::observe;
-use crate::protocol::{Op, Reply, Request};
+use crate::protocol::{Extra, Op, Reply, Request};
 
 /// A reply, and whether this process alone made it (the fallback) rather
 /// than the fleet's store.
@@ -64,14 +64,14 @@ impl Fallback {
         remote: impl Future<Output = Result<Reply, StoreError>>,
     ) -> Result<Answer, StoreError> {
         if self.is_open() {
-            return Ok(self.answer(request));
+            return Ok(self.answer(request).await);
         }
         match remote.await {
             Err(error @ (StoreError::Unavailable { .. } | StoreError::TimedOut { .. })) => {
                 if self.trip() {
                     observe::breaker_opened(&error, self.open_for);
                 }
-                Ok(self.answer(request))
+                Ok(self.answer(request).await)
             }
             other => {
                 if self.close() {
@@ -102,33 +102,83 @@ impl Fallback {
     }
 
     /// The request answered by the local manager; the event's age is
-    /// measured back from this process's now.
-    fn answer(&self, request: Request<'_>) -> Answer {
-        let Request { op, key, event, .. } = request;
+    /// measured back from this process's now. The contract's operations
+    /// (a gate on now, a floor, a level) go through its [`Gate`]
+    /// implementation, as the store's own do through the script.
+    async fn answer(&self, request: Request<'_>) -> Answer {
+        let Request {
+            op,
+            key,
+            event,
+            extra,
+            ..
+        } = request;
         observe::fallback_answer(op, key);
         self.answers.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let at = now.offset_by_nanos(event.age_nanos().saturating_neg());
         let b = &self.local;
         let flag = |x: bool| Reply::Number(u64::from(x));
-        let advanced = |d: Duration| Reply::Advanced {
-            backoff_ns: saturating_nanos(d),
+        let advanced = |level: Advanced| Reply::Advanced {
+            backoff_ns: saturating_nanos(level.backoff),
+            attempts: level.attempts,
         };
-        let reply = match op {
-            Op::Next => advanced(b.next(key, at)),
-            Op::Gate => match b.try_next(key, at) {
-                Ok(d) => advanced(d),
-                Err(w) => Reply::Refused {
-                    remaining_ns: saturating_nanos(w.remaining),
-                },
+        let refused = |w: InBackoff| Reply::Refused {
+            remaining_ns: saturating_nanos(w.remaining),
+        };
+        let owned = || key.to_owned();
+        let reply = match (op, extra) {
+            (Op::Next, _) => {
+                let backoff = b.next(key, at);
+                advanced(Advanced {
+                    backoff,
+                    attempts: b.attempts(key),
+                })
+            }
+            // On now: the gate and the new level in one step.
+            (Op::Gate, _) if event.age_nanos() == 0 => {
+                let Ok(gated) = b.fail(&owned()).await;
+                gated.map_or_else(refused, advanced)
+            }
+            (Op::Gate, _) => match b.try_next(key, at) {
+                Ok(backoff) => advanced(Advanced {
+                    backoff,
+                    attempts: b.attempts(key),
+                }),
+                Err(w) => refused(w),
             },
-            Op::Get => Reply::Number(saturating_nanos(b.get(key))),
-            Op::Attempts => Reply::Number(u64::from(b.attempts(key))),
-            Op::Remaining => Reply::Number(b.remaining(key, at).map_or(0, saturating_nanos)),
-            Op::Since => flag(b.is_in_backoff_since(key, at)),
-            Op::SinceUpdate => flag(b.is_in_backoff_since_update(key, at)),
-            Op::Reset => flag(b.reset(key)),
-            Op::GcKey => flag(false), // the local manager has its own GC
+            (Op::Get, _) => Reply::Number(saturating_nanos(b.get(key))),
+            (Op::Attempts, _) => Reply::Number(u64::from(b.attempts(key))),
+            (Op::Remaining, _) => Reply::Number(b.remaining(key, at).map_or(0, saturating_nanos)),
+            (Op::Since, _) => flag(b.is_in_backoff_since(key, at)),
+            (Op::SinceUpdate, _) => flag(b.is_in_backoff_since_update(key, at)),
+            (Op::Reset, _) => flag(b.reset(key)),
+            (Op::GcKey, _) => flag(false), // the local manager has its own GC
+            (Op::Hold, Extra::Hold { wait_ns }) => {
+                let Ok(()) = b.hold(&owned(), Duration::from_nanos(wait_ns)).await;
+                flag(true)
+            }
+            (Op::Level, _) => {
+                let Ok(level) = Gate::level(b, &owned()).await;
+                level.map_or(Reply::Number(0), advanced)
+            }
+            (
+                Op::Resume,
+                Extra::Resume {
+                    backoff_ns,
+                    attempts,
+                },
+            ) => {
+                let level = Advanced {
+                    backoff: Duration::from_nanos(backoff_ns),
+                    attempts,
+                };
+                let Ok(()) = b.resume(&owned(), level).await;
+                flag(true)
+            }
+            (Op::Hold | Op::Resume, _) => {
+                unreachable!("hold and resume are always made with their arguments")
+            }
         };
         Answer { reply, local: true }
     }

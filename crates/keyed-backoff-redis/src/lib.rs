@@ -27,6 +27,11 @@
 //!   did not run), timed out (the outcome is unknown), or corrupt (our key
 //!   holds something else; it is never overwritten). Nothing fails open
 //!   with zero backoff.
+//! - **The core's contract.** [`RedisBackoff`] implements
+//!   [`Gate`](keyed_backoff::Gate), so code written against it (the outage
+//!   wrapper [`OutageAware`](keyed_backoff::OutageAware), say) runs on the
+//!   fleet's store; its floor (`hold`, a server's `Retry-After`) is kept in
+//!   Redis, so every replica honours it.
 //! - **Fails fast.** [`open`](RedisBackoffBuilder::open) connects with
 //!   settings under which a server that refuses connections is
 //!   `Unavailable` at once, and one that stops answering is `TimedOut`
@@ -70,6 +75,7 @@ mod connection;
 mod error;
 mod event;
 mod fallback;
+mod gate;
 mod near_cache;
 mod observe;
 mod protocol;

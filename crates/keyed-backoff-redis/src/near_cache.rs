@@ -49,7 +49,9 @@ impl NearCache {
         request: Request<'_>,
         inner: impl Future<Output = Result<Answer, StoreError>>,
     ) -> Result<Reply, StoreError> {
-        let Request { op, key, event, id } = request;
+        let Request {
+            op, key, event, id, ..
+        } = request;
         match op {
             Op::Next | Op::Gate => {}
             Op::Reset => {
@@ -72,7 +74,7 @@ impl NearCache {
         // The fallback's answers are this process's alone: not remembered.
         if !answer.local {
             match answer.reply {
-                Reply::Advanced { backoff_ns } => self.remember(key, sent, backoff_ns),
+                Reply::Advanced { backoff_ns, .. } => self.remember(key, sent, backoff_ns),
                 Reply::Refused { remaining_ns } => self.remember(key, at, remaining_ns),
                 _ => {}
             }

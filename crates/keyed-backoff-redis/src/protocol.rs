@@ -9,8 +9,10 @@
 //! draw) and the operation id (none, or its number).
 
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
-use keyed_backoff::__private::UnitDraws;
+use keyed_backoff::__private::{UnitDraws, saturating_nanos};
+use keyed_backoff::Advanced;
 use redis::{FromRedisValue, ParsingError, RedisWrite, Script, ToRedisArgs, Value};
 
 use crate::event::{Event, OpId};
@@ -31,6 +33,12 @@ pub(crate) enum Op {
     SinceUpdate,
     Reset,
     GcKey,
+    /// A floor under the key's wait (ARGV[10]: the wait).
+    Hold,
+    /// The key's level, if its entry is live.
+    Level,
+    /// The key put back at a level unless it is live (ARGV[10], ARGV[11]).
+    Resume,
 }
 
 impl Op {
@@ -46,6 +54,9 @@ impl Op {
             Op::SinceUpdate => "since_update",
             Op::Reset => "reset",
             Op::GcKey => "gc_key",
+            Op::Hold => "hold",
+            Op::Level => "level",
+            Op::Resume => "resume",
         }
     }
 
@@ -55,9 +66,13 @@ impl Op {
     }
 
     /// Whether the operation may write the entry (and so may wait for
-    /// replicas): an advance, a refusal remembered under an id, a removal.
+    /// replicas): an advance, a refusal remembered under an id, a removal,
+    /// a floor, a resumed level.
     pub(crate) fn may_write(self) -> bool {
-        matches!(self, Op::Next | Op::Gate | Op::Reset | Op::GcKey)
+        matches!(
+            self,
+            Op::Next | Op::Gate | Op::Reset | Op::GcKey | Op::Hold | Op::Resume
+        )
     }
 }
 
@@ -131,6 +146,39 @@ impl Draw {
     }
 }
 
+/// ARGV[10] and ARGV[11]: what `hold` and `resume` take (nothing for the
+/// other operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Extra {
+    /// No further arguments.
+    None,
+    /// `hold`: the floor's wait from the store's now, ns (at most 2^52 − 1).
+    Hold { wait_ns: u64 },
+    /// `resume`: the level, its backoff in ns (at most 2^52 − 1).
+    Resume { backoff_ns: u64, attempts: u32 },
+}
+
+/// The largest backoff or floor the script takes, in ns: 2^52 − 1, exact
+/// in a Lua number (the core's `MAX_BACKOFF`).
+const MAX_NS: u64 = (1 << 52) - 1;
+
+impl Extra {
+    /// `hold` for `wait` (cut to the largest backoff).
+    pub(crate) fn hold(wait: Duration) -> Self {
+        Extra::Hold {
+            wait_ns: saturating_nanos(wait).min(MAX_NS),
+        }
+    }
+
+    /// `resume` at `level` (its backoff cut to the largest).
+    pub(crate) fn resume(level: Advanced) -> Self {
+        Extra::Resume {
+            backoff_ns: saturating_nanos(level.backoff).min(MAX_NS),
+            attempts: level.attempts,
+        }
+    }
+}
+
 /// One operation as the caller asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Request<'a> {
@@ -139,6 +187,8 @@ pub(crate) struct Request<'a> {
     pub(crate) key: &'a str,
     pub(crate) event: Event,
     pub(crate) id: Option<OpId>,
+    /// What `hold` and `resume` take.
+    pub(crate) extra: Extra,
 }
 
 impl Request<'_> {
@@ -159,12 +209,14 @@ impl Request<'_> {
             rule,
             draw: Draw::for_op(self.op, rule, draws),
             id: self.id,
+            extra: self.extra,
         }
     }
 }
 
 /// One script call: everything after the script's hash in
-/// `EVALSHA sha 1 KEYS[1] ARGV[1..9]`.
+/// `EVALSHA sha 1 KEYS[1] ARGV[1..9]` (and ARGV[10..11] for `hold` and
+/// `resume`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Call<'a> {
     /// KEYS[1]: the entry's Redis key.
@@ -181,6 +233,8 @@ pub(crate) struct Call<'a> {
     pub(crate) draw: Draw,
     /// ARGV[9]: the operation id (sent as `""` when there is none).
     pub(crate) id: Option<OpId>,
+    /// ARGV[10] and ARGV[11], when the operation takes them.
+    pub(crate) extra: Extra,
 }
 
 impl Call<'_> {
@@ -189,9 +243,11 @@ impl Call<'_> {
     /// (`DEL` answered 1).
     pub(crate) fn wrote(&self, reply: &Reply) -> bool {
         match reply {
-            Reply::Advanced { .. } => true,
+            Reply::Advanced { .. } => matches!(self.op, Op::Next | Op::Gate),
             Reply::Refused { .. } => self.id.is_some(),
-            Reply::Number(n) => *n == 1 && matches!(self.op, Op::Reset | Op::GcKey),
+            Reply::Number(n) => {
+                *n == 1 && matches!(self.op, Op::Reset | Op::GcKey | Op::Hold | Op::Resume)
+            }
             Reply::NotOurs { .. } => false,
         }
     }
@@ -222,18 +278,34 @@ impl ToRedisArgs for Call<'_> {
             None => out.write_arg(b""),
             Some(id) => id.0.write_redis_args(out),
         }
+        match self.extra {
+            Extra::None => {}
+            Extra::Hold { wait_ns } => wait_ns.write_redis_args(out),
+            Extra::Resume {
+                backoff_ns,
+                attempts,
+            } => {
+                backoff_ns.write_redis_args(out);
+                attempts.write_redis_args(out);
+            }
+        }
     }
 
     fn num_of_args(&self) -> usize {
-        11
+        match self.extra {
+            Extra::None => 11,
+            Extra::Hold { .. } => 12,
+            Extra::Resume { .. } => 13,
+        }
     }
 }
 
 /// What the script answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// `next` or `gate` advanced the entry: `{1, backoff_ns, attempts}`.
-    Advanced { backoff_ns: u64 },
+    /// `next` or `gate` advanced the entry, or `level` read a live one:
+    /// `{1, backoff_ns, attempts}`.
+    Advanced { backoff_ns: u64, attempts: u32 },
     /// `gate` refused: `{0, remaining_ns}`.
     Refused { remaining_ns: u64 },
     /// Any other operation: an integer (a backoff, a count, a wait with 0
@@ -272,8 +344,10 @@ impl FromRedisValue for Reply {
                     (-1, []) => Ok(Reply::NotOurs {
                         detail: "an entry that is not ours".to_owned(),
                     }),
-                    (1, [backoff, _attempts]) => Ok(Reply::Advanced {
+                    (1, [backoff, attempts]) => Ok(Reply::Advanced {
                         backoff_ns: non_negative(backoff)?,
+                        attempts: u32::try_from(non_negative(attempts)?)
+                            .map_err(|_| "an attempt count out of range")?,
                     }),
                     (0, [remaining]) => Ok(Reply::Refused {
                         remaining_ns: non_negative(remaining)?,
@@ -309,119 +383,5 @@ pub(crate) fn redis_key(prefix: &str, key: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const RULE: Rule = Rule {
-        initial_ns: 1_000,
-        max_ns: 8_000,
-        jitter: 0.5,
-        expire_after_ns: 16_000,
-        ttl_ms: 24,
-    };
-
-    fn args(call: &Call<'_>) -> Vec<String> {
-        call.to_redis_args()
-            .into_iter()
-            .map(|a| String::from_utf8(a).unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn a_call_writes_the_scripts_arguments_in_the_headers_order() {
-        let call = Call {
-            redis_key: "p:k".into(),
-            op: Op::Gate,
-            now: ScriptNow::Nanos(42),
-            age_ns: -7,
-            rule: &RULE,
-            draw: Draw::Scaled(0.25),
-            id: Some(OpId(9)),
-        };
-        assert_eq!(
-            args(&call),
-            [
-                "1", "p:k", "gate", "42", "-7", "1000", "8000", "0.25", "16000", "24", "9"
-            ]
-        );
-        assert_eq!(call.num_of_args(), args(&call).len());
-        let sentinels = Call {
-            now: ScriptNow::RedisTime,
-            draw: Draw::None,
-            id: None,
-            ..call
-        };
-        assert_eq!(
-            args(&sentinels),
-            [
-                "1", "p:k", "gate", "", "-7", "1000", "8000", "0", "16000", "24", ""
-            ]
-        );
-    }
-
-    #[test]
-    fn replies_are_read_by_shape() {
-        let int = Value::Int;
-        let read = |v: Value| Reply::from_redis_value(v);
-        assert_eq!(read(int(5)), Ok(Reply::Number(5)));
-        assert_eq!(
-            read(Value::Array(vec![int(1), int(2_000), int(2)])),
-            Ok(Reply::Advanced { backoff_ns: 2_000 })
-        );
-        assert_eq!(
-            read(Value::Array(vec![int(0), int(300)])),
-            Ok(Reply::Refused { remaining_ns: 300 })
-        );
-        assert_eq!(
-            read(Value::Array(vec![
-                int(-1),
-                Value::BulkString(b"a list".to_vec())
-            ])),
-            Ok(Reply::NotOurs {
-                detail: "a list".into()
-            })
-        );
-        for bad in [
-            int(-3),
-            Value::Nil,
-            Value::Array(vec![]),
-            Value::Array(vec![int(1), int(2)]),
-            Value::Array(vec![int(0), int(-2)]),
-            Value::Array(vec![int(7), int(1)]),
-        ] {
-            assert!(read(bad.clone()).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn only_writes_count_as_written() {
-        let call = |op, id| Call {
-            redis_key: String::new(),
-            op,
-            now: ScriptNow::RedisTime,
-            age_ns: 0,
-            rule: &RULE,
-            draw: Draw::None,
-            id,
-        };
-        let refused = Reply::Refused { remaining_ns: 1 };
-        assert!(call(Op::Next, None).wrote(&Reply::Advanced { backoff_ns: 1 }));
-        assert!(!call(Op::Gate, None).wrote(&refused));
-        assert!(call(Op::Gate, Some(OpId(1))).wrote(&refused));
-        assert!(call(Op::Reset, None).wrote(&Reply::Number(1)));
-        assert!(!call(Op::Reset, None).wrote(&Reply::Number(0)));
-        assert!(!call(Op::Attempts, None).wrote(&Reply::Number(1)));
-        for op in [Op::Next, Op::Gate, Op::Reset, Op::GcKey] {
-            assert!(op.may_write());
-        }
-        assert!(!Op::Get.may_write());
-    }
-
-    #[test]
-    fn keys_are_escaped_so_no_two_pairs_share_an_entry() {
-        assert_eq!(redis_key("a", "b:c"), "a:b%3Ac");
-        assert_eq!(redis_key("a:b", "c"), "a:b:c");
-        assert_eq!(redis_key("a", "50%"), "a:50%25");
-        assert_eq!(redis_key("{t}", "{k}"), "{t}:{k}");
-    }
-}
+#[path = "protocol_tests.rs"]
+mod tests;

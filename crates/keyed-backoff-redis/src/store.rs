@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::event::{Event, OpId};
 use crate::fallback::{Answer, Fallback};
 use crate::near_cache::NearCache;
-use crate::protocol::{self, Op, Reply, Request, Rule, TimeSource};
+use crate::protocol::{self, Extra, Op, Reply, Request, Rule, TimeSource};
 use crate::stats::Stats;
 use crate::transport::Transport;
 
@@ -124,14 +124,16 @@ where
         id: Option<OpId>,
     ) -> Result<Duration, StoreError> {
         match self.call(Op::Next, key, event, id).await? {
-            Reply::Advanced { backoff_ns } => Ok(Duration::from_nanos(backoff_ns)),
+            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
     }
 
     /// The gate, in one atomic step: `Err(InBackoff)` with the wait left if
-    /// `key` is in backoff at `event`, otherwise `next`. Racing callers
-    /// across the whole fleet advance a key exactly once per window.
+    /// `key` is in backoff at `event` or held past it by a floor
+    /// ([`Gate::hold`](keyed_backoff::Gate::hold); the longer wait),
+    /// otherwise `next`. Racing callers across the whole fleet advance a
+    /// key exactly once per window.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
@@ -183,7 +185,7 @@ where
         id: Option<OpId>,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
         match self.call(Op::Gate, key, event, id).await? {
-            Reply::Advanced { backoff_ns } => Ok(Ok(Duration::from_nanos(backoff_ns))),
+            Reply::Advanced { backoff_ns, .. } => Ok(Ok(Duration::from_nanos(backoff_ns))),
             Reply::Refused { remaining_ns } => Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
             })),
@@ -221,8 +223,9 @@ where
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// The wait left at `event` before the key's window ends; `None` if it
-    /// is not in backoff (missing, expired, or the window has passed).
+    /// The wait left at `event` before the key's window ends, or its floor
+    /// if that ends later; `None` if it is not in backoff (missing,
+    /// expired, or the window has passed) nor held.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -240,7 +243,7 @@ where
 
     /// client-go's `IsInBackOffSince`: whether less than the key's backoff
     /// has passed since `event` (false when missing or expired as of
-    /// `event`).
+    /// `event`), or the key is held by a floor now.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -256,7 +259,7 @@ where
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event` falls less
-    /// than the key's backoff after its last update.
+    /// than the key's backoff after its last update, or before its floor.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::{Event, RedisBackoff};
@@ -275,7 +278,8 @@ where
             .map(|n| n == 1)
     }
 
-    /// client-go's `Reset`: removes the key's entry; whether there was one.
+    /// client-go's `Reset`: removes the key's entry and its floor; whether
+    /// there was an entry.
     ///
     /// ```no_run
     /// # use keyed_backoff_redis::RedisBackoff;
@@ -369,7 +373,18 @@ where
         event: Event,
         id: Option<OpId>,
     ) -> Result<Reply, StoreError> {
-        let request = Request { op, key, event, id };
+        let request = Request {
+            op,
+            key,
+            event,
+            id,
+            extra: Extra::None,
+        };
+        self.request(request).await
+    }
+
+    /// [`call`](Self::call) for a request made in full.
+    pub(crate) async fn request(&self, request: Request<'_>) -> Result<Reply, StoreError> {
         let answer = self.answer(request);
         match &self.near {
             None => answer.await.map(|a| a.reply),

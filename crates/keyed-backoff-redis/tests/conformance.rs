@@ -1,7 +1,8 @@
 //! The store behaves as client-go's `Backoff` and as the in-process
-//! manager: client-go's traces replay on it, random programs give the same
-//! answers, a seed gives the same jitter, a fleet advances a key once per
-//! window, on the caller's clock or on Redis's.
+//! manager: client-go's traces replay on it, random programs (the core's
+//! contract, floors included) give the same answers, a seed gives the same
+//! jitter, a fleet advances a key once per window, on the caller's clock or
+//! on Redis's.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,12 +10,18 @@ use std::time::Duration;
 
 use common::{connect, prefix, runtime, shared};
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
-use keyed_backoff::{Backoff, InBackoff};
+use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
 use keyed_backoff_redis::{Event, RedisBackoff};
 use keyed_backoff_testkit::clientgo::traces;
 use proptest::prelude::*;
 
 mod common;
+
+/// The in-process manager's answer, which never fails.
+fn ok<T>(answer: Result<T, std::convert::Infallible>) -> T {
+    let Ok(v) = answer;
+    v
+}
 
 #[test]
 fn every_clientgo_trace_replays_on_redis() {
@@ -42,6 +49,14 @@ enum Op {
     Since(usize, i64),
     SinceUpdate(usize, i64),
     Reset(usize),
+    // The core's contract, on the store's now.
+    Wait(usize),
+    Claim(usize),
+    Fail(usize),
+    Succeed(usize),
+    Hold(usize, u64),
+    Level(usize),
+    Resume(usize, u64, u32),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -56,12 +71,22 @@ fn op() -> impl Strategy<Value = Op> {
         (key.clone(), offset.clone()).prop_map(|(k, o)| Op::Remaining(k, o)),
         (key.clone(), offset.clone()).prop_map(|(k, o)| Op::Since(k, o)),
         (key.clone(), offset).prop_map(|(k, o)| Op::SinceUpdate(k, o)),
-        key.prop_map(Op::Reset),
+        key.clone().prop_map(Op::Reset),
+        key.clone().prop_map(Op::Wait),
+        key.clone().prop_map(Op::Claim),
+        key.clone().prop_map(Op::Fail),
+        key.clone().prop_map(Op::Succeed),
+        (key.clone(), 0u64..20_000).prop_map(|(k, ms)| Op::Hold(k, ms)),
+        key.clone().prop_map(Op::Level),
+        (key, 0u64..20_000, 0u32..6).prop_map(|(k, ms, a)| Op::Resume(k, ms, a)),
     ]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// Every operation, the contract's included (floors and resumed
+    /// levels), answers exactly as the in-process manager's on a shared
+    /// mock clock.
     #[test]
     fn the_store_agrees_with_the_in_process_manager(ops in proptest::collection::vec(op(), 1..60)) {
         let rt = runtime();
@@ -112,6 +137,35 @@ proptest! {
                         store.reset(&key(k)).await.unwrap(),
                         local.reset(&key(k))
                     ),
+                    Op::Wait(k) => prop_assert_eq!(
+                        store.wait(&key(k)).await.unwrap(),
+                        ok(local.wait(&key(k)).await)
+                    ),
+                    Op::Claim(k) => prop_assert_eq!(
+                        store.claim(&key(k)).await.unwrap(),
+                        ok(local.claim(&key(k)).await)
+                    ),
+                    Op::Fail(k) => prop_assert_eq!(
+                        store.fail(&key(k)).await.unwrap(),
+                        ok(local.fail(&key(k)).await)
+                    ),
+                    Op::Succeed(k) => {
+                        store.succeed(&key(k)).await.unwrap();
+                        ok(local.succeed(&key(k)).await);
+                    }
+                    Op::Hold(k, ms) => {
+                        store.hold(&key(k), Duration::from_millis(ms)).await.unwrap();
+                        ok(local.hold(&key(k), Duration::from_millis(ms)).await);
+                    }
+                    Op::Level(k) => prop_assert_eq!(
+                        store.level(&key(k)).await.unwrap(),
+                        ok(local.level(&key(k)).await)
+                    ),
+                    Op::Resume(k, ms, attempts) => {
+                        let level = Advanced { backoff: Duration::from_millis(ms), attempts };
+                        store.resume(&key(k), level).await.unwrap();
+                        ok(local.resume(&key(k), level).await);
+                    }
                 }
             }
             Ok(())
