@@ -3,18 +3,20 @@
 //! about a key before answering for it; the watch decides with the pure
 //! rules of its sibling modules and never touches a key's own state.
 //!
-//! Outside an outage the common outcomes cost no lock: a success or a
-//! failure that continues a key's ladder is one atomic add. Only a fresh
-//! failure (one that started a key's ladder) takes the lock, to be
-//! remembered by the detector, and only while an outage or its release is
-//! under way does every call take it.
+//! Outside an outage the common outcomes cost no lock and share no cache
+//! line between threads: a success or a failure that continues a key's
+//! ladder is one atomic add to a counter of the calling thread's own
+//! (threads share counters only beyond sixteen of them), and the time
+//! is not even read. Only a fresh failure (one that started a key's
+//! ladder) takes the lock, to be remembered by the detector, and only
+//! while an outage or its release is under way does every call take it.
 //!
 //! Parked keys are remembered by a 64-bit hash of the key (seeded), not by
 //! the key: two keys whose hashes collide would merely share their turns.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -90,11 +92,54 @@ pub(crate) struct Watch<L> {
     hasher: foldhash::quality::FixedState,
     /// False while nothing is parked: the common calls skip the lock.
     active: AtomicBool,
-    /// Every failure and success told outside the lock, in order of
-    /// arrival: the detector reads them when a fresh failure comes.
+    /// Every failure and success told outside the lock: the detector
+    /// reads their totals when a fresh failure comes.
+    told: Box<[Told; SHARDS]>,
+    inner: Mutex<Inner<L>>,
+}
+
+/// How many counters of outcomes a watch keeps: each thread counts in
+/// one of its own, so threads failing at once never write one cache line.
+const SHARDS: usize = 16;
+
+/// One thread's count of the failures and successes it told, on a cache
+/// line of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct Told {
     failures: AtomicU64,
     successes: AtomicU64,
-    inner: Mutex<Inner<L>>,
+}
+
+/// The counter the calling thread writes: threads take them in turn as
+/// they first tell an outcome.
+#[inline]
+fn own_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static OWN: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    OWN.with(|own| *own) % SHARDS
+}
+
+/// A time on the outage's line, or how to read it: a caller that has it
+/// passes it, the wrapper passes the read, made only when needed.
+pub(crate) trait At {
+    fn at(self) -> Duration;
+}
+
+impl At for Duration {
+    #[inline]
+    fn at(self) -> Duration {
+        self
+    }
+}
+
+impl<F: FnOnce() -> Duration> At for F {
+    #[inline]
+    fn at(self) -> Duration {
+        self()
+    }
 }
 
 impl<L: Copy> Watch<L> {
@@ -104,8 +149,7 @@ impl<L: Copy> Watch<L> {
             settings,
             hasher: foldhash::quality::FixedState::with_seed(seed),
             active: AtomicBool::new(false),
-            failures: AtomicU64::new(0),
-            successes: AtomicU64::new(0),
+            told: Box::default(),
             inner: Mutex::new(Inner {
                 detector: Detector::new(&settings),
                 phase: Phase::Normal,
@@ -125,30 +169,43 @@ impl<L: Copy> Watch<L> {
     }
 
     /// A failure of `key` that its own backoff counted at `at`; `fresh`
-    /// when it started the key's ladder. Lock-free unless fresh.
+    /// when it started the key's ladder. Lock-free unless fresh, and `at`
+    /// is read only then.
     #[inline]
     pub(crate) fn failed<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         fresh: bool,
-        at: Duration,
+        at: impl At,
         events: impl FnMut(Event),
     ) {
-        let before = self.failures.fetch_add(1, Ordering::Relaxed);
+        let own = &self.told[own_shard()];
+        own.failures.fetch_add(1, Ordering::Relaxed);
         if fresh {
-            self.record_fresh(self.hasher.hash_one(key), before, at, events);
+            self.record_fresh(self.hasher.hash_one(key), at.at(), events);
         }
     }
 
-    /// A fresh failure of the key with `hash`, `before` failures told
-    /// before it: remembered by the detector, which may declare an outage.
+    /// The failures and successes told so far, over every thread. Read
+    /// under the lock, so that each reading is at least the one before
+    /// (every counter only grows).
+    fn totals(&self, _locked: &mut Inner<L>) -> (u64, u64) {
+        self.told.iter().fold((0, 0), |(f, s), told| {
+            let failures = told.failures.load(Ordering::Relaxed);
+            (f + failures, s + told.successes.load(Ordering::Relaxed))
+        })
+    }
+
+    /// A fresh failure of the key with `hash`, already counted: remembered
+    /// by the detector, which may declare an outage.
     #[inline(never)]
-    fn record_fresh(&self, hash: u64, before: u64, at: Duration, mut events: impl FnMut(Event)) {
+    fn record_fresh(&self, hash: u64, at: Duration, mut events: impl FnMut(Event)) {
         let began = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
-            let successes = self.successes.load(Ordering::Relaxed);
-            inner.detector.totals(before, successes);
+            let (failures, successes) = self.totals(inner);
+            // The detector counts this failure itself: the totals before it.
+            inner.detector.totals(failures.saturating_sub(1), successes);
             let began = inner.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
             began.then(|| {
                 self.begin(inner, at);
@@ -160,18 +217,21 @@ impl<L: Copy> Watch<L> {
     }
 
     /// A success of `key` at `at`: it is no longer parked, and it may end
-    /// the outage. Lock-free while no outage or release is under way.
+    /// the outage. Lock-free while no outage or release is under way, and
+    /// `at` is read only then.
     #[inline]
     pub(crate) fn succeeded<Q: Hash + ?Sized>(
         &self,
         key: &Q,
-        at: Duration,
+        at: impl At,
         mut events: impl FnMut(Event),
     ) {
-        self.successes.fetch_add(1, Ordering::Relaxed);
+        let own = &self.told[own_shard()];
+        own.successes.fetch_add(1, Ordering::Relaxed);
         if !self.active() {
             return;
         }
+        let at = at.at();
         let ended = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
