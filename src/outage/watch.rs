@@ -5,16 +5,17 @@
 //!
 //! Outside an outage the common outcomes cost no lock and share no cache
 //! line between threads: a success or a failure that continues a key's
-//! ladder is one atomic add to a counter of the calling thread's own
-//! (threads share counters only beyond sixteen of them), and the time
-//! is not even read. Only a fresh failure (one that started a key's
+//! ladder adds one to a counter that only the calling thread writes (for
+//! the first sixteen threads alive at once; any further ones share one,
+//! added to atomically), and the time is not even read. Only a fresh failure (one that started a key's
 //! ladder) takes the lock, to be remembered by the detector, and only
 //! while an outage or its release is under way does every call take it.
 //!
 //! Parked keys are remembered by a 64-bit hash of the key (seeded), not by
 //! the key: two keys whose hashes collide would merely share their turns.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -94,16 +95,18 @@ pub(crate) struct Watch<L> {
     active: AtomicBool,
     /// Every failure and success told outside the lock: the detector
     /// reads their totals when a fresh failure comes.
-    told: Box<[Told; SHARDS]>,
+    told: Box<[Told; OWNED + 1]>,
     inner: Mutex<Inner<L>>,
 }
 
-/// How many counters of outcomes a watch keeps: each thread counts in
-/// one of its own, so threads failing at once never write one cache line.
-const SHARDS: usize = 16;
+/// How many threads alive at once count in a counter of their own, which
+/// no other thread writes: an add is a plain load and store, with no
+/// atomic read-modify-write and no cache line shared between threads.
+/// Any further thread counts in one shared counter (the last), atomically.
+const OWNED: usize = 16;
 
-/// One thread's count of the failures and successes it told, on a cache
-/// line of its own.
+/// The failures and successes told by one thread (or, in the last
+/// counter, by the threads beyond [`OWNED`]), on a cache line of its own.
 #[derive(Default)]
 #[repr(align(128))]
 struct Told {
@@ -111,15 +114,48 @@ struct Told {
     successes: AtomicU64,
 }
 
-/// The counter the calling thread writes: threads take them in turn as
-/// they first tell an outcome.
-#[inline]
-fn own_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static OWN: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+impl Told {
+    /// Adds one to `count`: a plain load and store by its only writer, or
+    /// an atomic add on the `shared` counter.
+    #[inline]
+    fn add(count: &AtomicU64, shared: bool) {
+        match shared {
+            false => count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+            true => _ = count.fetch_add(1, Ordering::Relaxed),
+        }
     }
-    OWN.with(|own| *own) % SHARDS
+}
+
+/// The counter the calling thread writes, in every watch: its own while
+/// it lives, or the shared one ([`OWNED`]).
+#[inline]
+fn own_counter() -> usize {
+    thread_local! {
+        static OWN: Owner = Owner::take();
+    }
+    OWN.try_with(|own| own.0.min(OWNED)).unwrap_or(OWNED)
+}
+
+/// A thread's number, the lowest free one: while the thread lives it owns
+/// the counter of that number in every watch (if below [`OWNED`]), and it
+/// gives the number back when it ends. Numbers pass under a lock, so a
+/// counter's next owner reads what the last one wrote.
+struct Owner(usize);
+
+static FREE: Mutex<BinaryHeap<Reverse<usize>>> = parking_lot::const_mutex(BinaryHeap::new());
+static TAKEN: AtomicUsize = AtomicUsize::new(0);
+
+impl Owner {
+    fn take() -> Owner {
+        let lowest = FREE.lock().pop().map(|Reverse(n)| n);
+        Owner(lowest.unwrap_or_else(|| TAKEN.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        FREE.lock().push(Reverse(self.0));
+    }
 }
 
 /// A time on the outage's line, or how to read it: a caller that has it
@@ -179,8 +215,8 @@ impl<L: Copy> Watch<L> {
         at: impl At,
         events: impl FnMut(Event),
     ) {
-        let own = &self.told[own_shard()];
-        own.failures.fetch_add(1, Ordering::Relaxed);
+        let own = own_counter();
+        Told::add(&self.told[own].failures, own == OWNED);
         if fresh {
             self.record_fresh(self.hasher.hash_one(key), at.at(), events);
         }
@@ -226,8 +262,8 @@ impl<L: Copy> Watch<L> {
         at: impl At,
         mut events: impl FnMut(Event),
     ) {
-        let own = &self.told[own_shard()];
-        own.successes.fetch_add(1, Ordering::Relaxed);
+        let own = own_counter();
+        Told::add(&self.told[own].successes, own == OWNED);
         if !self.active() {
             return;
         }
