@@ -13,8 +13,13 @@ use keyed_backoff::clock::TokioClock;
 use keyed_backoff::{Advanced, Gate, InBackoff, OutageAware};
 use kube::runtime::reflector::Lookup;
 
-use crate::backoff::ObjectManager;
+use keyed_backoff::Backoff;
+
 use crate::key::ObjectKey;
+
+/// The manager type behind an [`ObjectBackoff`](crate::ObjectBackoff): one entry per object
+/// identity (reference and uid), on tokio's clock.
+pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
 
 /// The manager, with or without outage awareness around it.
 pub(crate) enum ObjectGate<K: Lookup> {

@@ -111,8 +111,9 @@ mod rate_limit;
 mod reconcile;
 mod stats;
 
-pub use backoff::{ObjectBackoff, ObjectManager};
+pub use backoff::ObjectBackoff;
 pub use builder::ObjectBackoffBuilder;
+pub use gate::ObjectManager;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
