@@ -6,13 +6,13 @@
 //!
 //! `cargo bench -p keyed-backoff-benches --bench wrapper` (defaults: 15
 //! rounds; `ROUNDS=n` overrides). Each round runs every target of a table
-//! once, in turn; a ratio is the median over rounds of the round's own
-//! ratio.
+//! once, a different one first each round; a ratio is the median over
+//! rounds of the round's own ratio.
 //!
 //! - **fail, continuing**: `Gate::fail` of keys whose ladders go on. The
 //!   managers start at a zero backoff, so every failure is counted (the
 //!   key's backoff has passed: the gate's check, the advance, the write)
-//!   with the clock standing still; none starts a ladder.
+//!   while the clock stands still within a round; none starts a ladder.
 //! - **fail, 1 in 4 fresh**: the same, but every fourth failure follows a
 //!   success of its key (`Gate::succeed`, timed too), so it starts the
 //!   key's ladder again: the outage detector hears of it under its lock.
