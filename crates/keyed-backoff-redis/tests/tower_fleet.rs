@@ -1,15 +1,17 @@
-//! The layer over a store shared by a fleet: three clients, each with a
-//! Redis connection of its own (three replicas), one upstream. A `429`
-//! with `Retry-After: 2` answered to one client holds that key on all
-//! three for 2 s, and no other key. On a real redis-server the test
-//! starts, so on real time: waits are checked against the floor's end,
-//! with the time the calls took as the only slack.
+//! The tower layer (keyed-backoff-tower) over the store, shared by a
+//! fleet: three clients, each with a Redis connection of its own (three
+//! replicas), one upstream. A `429` with `Retry-After: 2` answered to one
+//! client holds that key on all three for 2 s, and no other key. On a real
+//! redis-server the test starts, so on real time: waits are checked
+//! against the floor's end, with the time the calls took as the only
+//! slack.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
 use keyed_backoff_redis::RedisBackoff;
+use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_testkit::redis_server::Server;
 use keyed_backoff_tower::keyed_backoff::Gate;
 use keyed_backoff_tower::{BoxError, InBackoff, KeyedBackoffLayer, RetryHttp};
@@ -50,7 +52,7 @@ fn upstream(log: &Log, start: Instant) -> BoxCloneService<Get, Response<()>, htt
     }))
 }
 
-async fn store(url: &str) -> RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager> {
+async fn store(url: &str) -> RedisBackoff<ConnectionManager> {
     RedisBackoff::builder(Duration::from_millis(100), Duration::from_secs(10))
         .prefix("fleet")
         .open(url)
