@@ -53,7 +53,12 @@ fn upstream(log: &Log, start: Instant) -> BoxCloneService<Get, Response<()>, htt
 }
 
 async fn store(url: &str) -> RedisBackoff<ConnectionManager> {
-    RedisBackoff::builder(Duration::from_millis(100), Duration::from_secs(10))
+    store_from(url, Duration::from_millis(100)).await
+}
+
+/// A replica's store on a connection of its own, its ladder from `initial`.
+async fn store_from(url: &str, initial: Duration) -> RedisBackoff<ConnectionManager> {
+    RedisBackoff::builder(initial, Duration::from_secs(10))
         .prefix("fleet")
         .open(url)
         .await
@@ -170,4 +175,72 @@ async fn a_retry_after_to_one_replica_holds_its_key_on_all_three_for_2_s_and_no_
     }
     // The success reset the key for the fleet.
     assert_eq!(observer.level(&"busy".to_string()).await.unwrap(), None);
+}
+
+/// Failures seen by all three replicas advance the shared ladder as one
+/// manager's would: requests sent together, by every replica, to a key
+/// out of backoff may all fail, and the key advances once; while it is in
+/// backoff no replica sends it; the backoff doubles each window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_seen_by_three_replicas_climb_one_shared_ladder() {
+    let server = Server::start();
+    let reached = Arc::new(Mutex::new(0u32));
+    let down = {
+        let reached = Arc::clone(&reached);
+        BoxCloneService::new(tower::service_fn(move |_: Get| {
+            *reached.lock().unwrap() += 1;
+            async { Response::builder().status(503).body(()) }
+        }))
+    };
+    let mut clients: Vec<Client> = Vec::new();
+    // Windows long enough to check within them on a busy machine.
+    let initial = Duration::from_millis(300);
+    for _ in 0..3 {
+        let layer = KeyedBackoffLayer::over(store_from(&server.url, initial).await, host)
+            .retry_if(RetryHttp)
+            .max_retries(0)
+            .fail_fast();
+        clients.push(BoxCloneService::new(layer.layer(down.clone())));
+    }
+    let observer = store_from(&server.url, initial).await;
+    let key = "down".to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for window in 0..3u32 {
+        // Every replica sends three requests at once.
+        let mut sent = Vec::new();
+        for client in &clients {
+            for _ in 0..3 {
+                sent.push(tokio::spawn(client.clone().oneshot(get("down"))));
+            }
+        }
+        let mut answered = 0;
+        for request in sent {
+            match request.await.unwrap() {
+                Ok(response) => {
+                    assert_eq!(response.status(), 503);
+                    answered += 1;
+                }
+                Err(e) => assert!(e.downcast_ref::<InBackoff>().is_some(), "{e}"),
+            }
+        }
+        assert!(
+            answered >= 1,
+            "window {window}: nothing reached the upstream"
+        );
+        let level = observer.level(&key).await.unwrap().unwrap();
+        assert_eq!(level.attempts, window + 1, "{answered} failures, one step");
+        assert_eq!(level.backoff, initial * (1 << window));
+        // In backoff: refused by every replica, unsent.
+        let before = *reached.lock().unwrap();
+        for client in &clients {
+            let refused = client.clone().oneshot(get("down")).await.unwrap_err();
+            assert!(refused.downcast_ref::<InBackoff>().is_some(), "{refused}");
+        }
+        assert_eq!(*reached.lock().unwrap(), before);
+        // Wait out the window, asking the store.
+        while observer.wait(&key).await.unwrap().is_some() {
+            assert!(Instant::now() < deadline, "window {window} never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
