@@ -79,7 +79,8 @@ enum Phase {
 struct Inner<L> {
     detector: Detector,
     phase: Phase,
-    parked: HashMap<u64, Parked<L>>,
+    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
+    parked: HashMap<u64, Parked<L>, foldhash::fast::FixedState>,
     /// When the outage's latest outcomes were told (the last second's, at
     /// most the release rate of them): attempts that reached the
     /// dependency, counted against the release's first second.
@@ -189,7 +190,7 @@ impl<L: Copy> Watch<L> {
             inner: Mutex::new(Inner {
                 detector: Detector::new(&settings),
                 phase: Phase::Normal,
-                parked: HashMap::new(),
+                parked: HashMap::default(),
                 reached: VecDeque::new(),
                 outages: 0,
                 released: 0,
@@ -448,7 +449,7 @@ impl<L: Copy> Watch<L> {
     /// The release is over: nothing is parked any more.
     fn settle(&self, inner: &mut Inner<L>) {
         inner.phase = Phase::Normal;
-        inner.parked = HashMap::new();
+        inner.parked = HashMap::default();
         inner.released = 0;
         self.active.store(false, Ordering::Relaxed);
     }
