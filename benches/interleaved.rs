@@ -19,7 +19,9 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{DashFloor, Floor, RwLockPort, kubelet_keys, populate_half_expired, visit_order};
+use common::{
+    DashFloor, Floor, RwLockPort, kubelet_keys, median, populate_half_expired, visit_order,
+};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock, MockInstant};
 
@@ -33,11 +35,6 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 /// Nanoseconds per call of `op` over the visiting order.

@@ -1,0 +1,448 @@
+//! The crate against the field's baselines, with the keys, picks and
+//! workloads of the client-go program in `benches/clientgo` (see
+//! `benches/field.sh`, which runs both and prints the ratios).
+//!
+//! `cargo bench -p keyed-backoff-benches --bench field` times, per key count
+//! (1,000 and 100,000) and workload (`next`; 90 % `is_in_backoff_since_update`
+//! and every tenth call `next`; `is_in_backoff_since_update`), on one thread
+//! and on two, interleaved round by round:
+//!
+//! - the crate as a user gets it: `Backoff::<String>::new(10 s, 300 s)`
+//!   (the `StdClock`, no capacity hint, default shards);
+//! - client-go's semantics ported plainly: `std::sync::RwLock<HashMap>`
+//!   with the standard hasher and `Instant`s in the entries;
+//! - the same port on `parking_lot` and foldhash with the crate's time
+//!   representation (the "tuned port" of the other benches);
+//! - governor's keyed limiter, `check_key` (on `next`, the other write).
+//!
+//! Each measurement is a run of about 0.4 s; `ROUNDS` rounds (default 5),
+//! medians reported as `RESULT <target> <workload> <keys> <threads> <ns/op>`.
+//! Arguments `<keys> <workload>` run that one pair only.
+//!
+//! `cargo bench -p keyed-backoff-benches --bench field -- gc` instead times
+//! the default GC: 1,000,000 entries, half expired, no capacity hint,
+//! `gc()` against the floor's `HashMap::retain` over the same keys
+//! (`GC_ROUNDS`, default 5), then reader and writer latency during
+//! continuous GC (`GC_SECONDS` each, default 2).
+
+mod common;
+
+use std::collections::HashMap;
+use std::hash::Hasher;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use common::latency::{self, Report};
+use common::{Floor, RwLockPort as TunedPort, median, populate_half_expired};
+use governor::{Quota, RateLimiter};
+use keyed_backoff::Backoff;
+use keyed_backoff::clock::{Clock, MockClock, StdClock};
+
+const INITIAL: Duration = Duration::from_secs(10);
+const MAX: Duration = Duration::from_secs(300);
+const KEY_SEED: u64 = 0x6b65_7973;
+const PICK_SEED: u64 = 0x7069_636b;
+const PICKS: usize = 1 << 20;
+const RUN_FOR: Duration = Duration::from_millis(400);
+const CHUNK: usize = 1024;
+const GC_KEYS: usize = 1_000_000;
+
+/// splitmix64, as the Go program has it.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// `<pod UID>_<image ref>`, 69 bytes each, the Go program's keys.
+fn kubelet_keys(n: usize) -> Vec<String> {
+    let mut s = SplitMix(KEY_SEED);
+    (0..n)
+        .map(|_| {
+            let (a, b, c) = (s.next(), s.next(), s.next());
+            format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}_registry.k8s.io/app-{:05}:v1.{:03}",
+                a >> 32,
+                (a >> 16) & 0xffff,
+                a & 0xffff,
+                b >> 48,
+                b & 0xffff_ffff_ffff,
+                c % 100_000,
+                (c >> 32) % 1000
+            )
+        })
+        .collect()
+}
+
+/// The Go program's pick order: `PICKS` key indices.
+fn pick_order(n: usize) -> Vec<u32> {
+    let mut s = SplitMix(PICK_SEED);
+    (0..PICKS).map(|_| (s.next() % n as u64) as u32).collect()
+}
+
+/// FNV-1a over the keys and the picks, printed by both programs so the
+/// script can check they ran on the same data.
+fn fingerprint(keys: &[String], order: &[u32]) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    for k in keys {
+        h.write(k.as_bytes());
+    }
+    for p in order {
+        h.write(&p.to_le_bytes());
+    }
+    h.finish()
+}
+
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// client-go's `Backoff` as a user would port it: one lock around a map.
+struct PlainPort {
+    map: RwLock<HashMap<String, PlainEntry>>,
+    initial: Duration,
+    max: Duration,
+}
+
+struct PlainEntry {
+    backoff: Duration,
+    last_update: Instant,
+}
+
+impl PlainPort {
+    fn new(initial: Duration, max: Duration) -> Self {
+        PlainPort {
+            map: RwLock::new(HashMap::new()),
+            initial,
+            max,
+        }
+    }
+
+    fn has_expired(&self, event: Instant, last_update: Instant) -> bool {
+        event.saturating_duration_since(last_update) > self.max * 2
+    }
+
+    fn next(&self, id: &str, event: Instant) -> Duration {
+        let mut map = self.map.write().unwrap();
+        let now = Instant::now();
+        if let Some(e) = map.get_mut(id) {
+            if !self.has_expired(event, e.last_update) {
+                e.backoff = (e.backoff * 2).min(self.max);
+                e.last_update = now;
+                return e.backoff;
+            }
+        }
+        let entry = PlainEntry {
+            backoff: self.initial,
+            last_update: now,
+        };
+        map.insert(id.to_string(), entry);
+        self.initial
+    }
+
+    fn is_in_backoff_since_update(&self, id: &str, event: Instant) -> bool {
+        let map = self.map.read().unwrap();
+        let Some(e) = map.get(id) else {
+            return false;
+        };
+        if self.has_expired(event, e.last_update) {
+            return false;
+        }
+        event.saturating_duration_since(e.last_update) < e.backoff || event < e.last_update
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    Next,
+    Mix,
+    Read,
+}
+
+impl Workload {
+    const ALL: [Workload; 3] = [Workload::Next, Workload::Mix, Workload::Read];
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Next => "next",
+            Workload::Mix => "mix",
+            Workload::Read => "read",
+        }
+    }
+}
+
+/// One target's two operations, as the workloads call them.
+trait Target: Sync {
+    fn next(&self, key: &String);
+    fn check(&self, key: &String) -> bool;
+}
+
+impl Target for Backoff<String> {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(Backoff::next(self, key.as_str(), Instant::now()));
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.is_in_backoff_since_update(key.as_str(), Instant::now())
+    }
+}
+
+impl Target for PlainPort {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(PlainPort::next(self, key, Instant::now()));
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.is_in_backoff_since_update(key, Instant::now())
+    }
+}
+
+impl Target for TunedPort<StdClock> {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(TunedPort::next(self, key, Instant::now()));
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.is_in_backoff_since_update(key, Instant::now())
+    }
+}
+
+type Keyed = governor::DefaultKeyedRateLimiter<String>;
+
+impl Target for Keyed {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(self.check_key(key).is_ok());
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.check_key(key).is_ok()
+    }
+}
+
+/// Calls `workload` from position `from` of the pick order until `RUN_FOR`
+/// has passed; the calls made and the time taken.
+#[inline(never)]
+fn run<T: Target>(
+    t: &T,
+    keys: &[String],
+    order: &[u32],
+    w: Workload,
+    from: usize,
+) -> (usize, Duration) {
+    let start = Instant::now();
+    let (mut ops, mut hits) = (0usize, 0usize);
+    loop {
+        for j in 0..CHUNK {
+            let i = from + ops + j;
+            let key = &keys[order[i % PICKS] as usize];
+            match w {
+                Workload::Next => t.next(key),
+                Workload::Mix if i % 10 == 0 => t.next(key),
+                Workload::Mix | Workload::Read => hits += usize::from(t.check(key)),
+            }
+        }
+        ops += CHUNK;
+        let took = start.elapsed();
+        if took >= RUN_FOR {
+            black_box(hits);
+            return (ops, took);
+        }
+    }
+}
+
+/// Combined nanoseconds per call of `w` on `threads` threads at once.
+fn timed<T: Target>(t: &T, keys: &[String], order: &[u32], w: Workload, threads: usize) -> f64 {
+    let runs: Vec<(usize, Duration)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|th| s.spawn(move || run(t, keys, order, w, th * 7919)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    let ops: usize = runs.iter().map(|r| r.0).sum();
+    let longest = runs.iter().map(|r| r.1).max().expect("a run");
+    longest.as_nanos() as f64 / ops as f64
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A fresh target holding every key once (`next` on each), as the Go
+/// program starts each round.
+fn populated<T: Target>(make: &dyn Fn() -> T, keys: &[String]) -> T {
+    let t = make();
+    for k in keys {
+        t.next(k);
+    }
+    t
+}
+
+fn crate_default() -> Backoff<String> {
+    Backoff::<String>::new(INITIAL, MAX).expect("valid settings")
+}
+
+fn governor() -> Keyed {
+    let quota = Quota::per_second(NonZeroU32::new(1_000_000).expect("non-zero"));
+    RateLimiter::keyed(quota)
+}
+
+fn field(only: Option<(usize, &str)>) {
+    let rounds = env("ROUNDS", 5);
+    let sizes = only.map_or(vec![1_000, 100_000], |(n, _)| vec![n]);
+    for n in sizes {
+        let (keys, order) = (kubelet_keys(n), pick_order(n));
+        println!(
+            "KEYS {n} {} {:016x}",
+            keys[0].len(),
+            fingerprint(&keys, &order)
+        );
+        for w in Workload::ALL {
+            if only.is_some_and(|(_, name)| name != w.name()) {
+                continue;
+            }
+            for threads in [1, 2] {
+                let mut samples: [Vec<f64>; 4] = Default::default();
+                for _ in 0..rounds {
+                    let c = populated(&crate_default, &keys);
+                    samples[0].push(timed(&c, &keys, &order, w, threads));
+                    drop(c);
+                    let p = populated(&|| PlainPort::new(INITIAL, MAX), &keys);
+                    samples[1].push(timed(&p, &keys, &order, w, threads));
+                    drop(p);
+                    let t = populated(&|| TunedPort::new(INITIAL, MAX, StdClock), &keys);
+                    samples[2].push(timed(&t, &keys, &order, w, threads));
+                    drop(t);
+                    if w == Workload::Next {
+                        let g = populated(&governor, &keys);
+                        samples[3].push(timed(&g, &keys, &order, w, threads));
+                    }
+                }
+                for (name, s) in ["crate", "rwlock-port", "tuned-port", "governor"]
+                    .iter()
+                    .zip(samples)
+                {
+                    if !s.is_empty() {
+                        println!("RESULT {name} {} {n} {threads} {:.2}", w.name(), median(s));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The default GC against the floor's `retain`, then latency during GC.
+fn gc() {
+    let rounds = env("GC_ROUNDS", 5);
+    let keys = kubelet_keys(GC_KEYS);
+    let (mut crate_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let clock = MockClock::new();
+        let b = Backoff::<String>::builder(INITIAL, MAX)
+            .clock(clock.clone())
+            .build()
+            .expect("valid settings");
+        populate_half_expired(&keys, &clock, &mut |k, t| {
+            b.next(k, t);
+        });
+        let start = Instant::now();
+        let removed = b.gc();
+        let crate_took = start.elapsed();
+        drop(b);
+        let clock = MockClock::new();
+        let mut floor = Floor::new(INITIAL, MAX, clock.clone());
+        populate_half_expired(&keys, &clock, &mut |k, t| {
+            floor.next(k, t);
+        });
+        let start = Instant::now();
+        let floor_removed = floor.gc();
+        let floor_took = start.elapsed();
+        assert_eq!((removed, floor_removed), (GC_KEYS / 2, GC_KEYS / 2));
+        crate_ms.push(crate_took.as_secs_f64() * 1e3);
+        floor_ms.push(floor_took.as_secs_f64() * 1e3);
+        ratios.push(crate_took.as_secs_f64() / floor_took.as_secs_f64());
+    }
+    println!(
+        "GC {GC_KEYS} crate_ms={:.1} floor_ms={:.1} ratio={:.2}",
+        median(crate_ms),
+        median(floor_ms),
+        median(ratios)
+    );
+
+    let seconds = env("GC_SECONDS", 2) as f64;
+    let clock = MockClock::new();
+    let b = Backoff::<String>::builder(INITIAL, MAX)
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    populate_half_expired(&keys, &clock, &mut |k, t| {
+        b.next(k, t);
+    });
+    let t = clock.now();
+    let read = |k: &str| b.is_in_backoff_since_update(k, t);
+    let write = |k: &str| !b.next(k, t).is_zero();
+    let reports: Vec<Report> = vec![
+        latency::measure(
+            "crate, default, read".into(),
+            &keys,
+            seconds,
+            &read,
+            &|| b.gc(),
+        ),
+        latency::measure(
+            "crate, default, next".into(),
+            &keys,
+            seconds,
+            &write,
+            &|| b.gc(),
+        ),
+    ];
+    for r in reports {
+        println!(
+            "LATENCY {} p50={} p99={} p99.9={} max={} gc_passes={}",
+            r.label.replace(' ', ""),
+            r.p50,
+            r.p99,
+            r.p999,
+            r.max,
+            r.gc_passes
+        );
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    match args.as_slice() {
+        [gc_arg] if gc_arg == "gc" => gc(),
+        [n, workload] => field(Some((n.parse().expect("<keys> <workload>"), workload))),
+        _ => field(None),
+    }
+}
