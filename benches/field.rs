@@ -15,9 +15,11 @@
 //!   representation (the "tuned port" of the other benches);
 //! - governor's keyed limiter, `check_key` (on `next`, the other write).
 //!
-//! Each measurement is a run of about 0.4 s; `ROUNDS` rounds (default 5),
+//! Each measurement is a run of about 0.4 s; one thread's is timed by its
+//! CPU time, several threads' by the wall clock. `ROUNDS` rounds (default 5),
 //! medians reported as `RESULT <target> <workload> <keys> <threads> <ns/op>`.
-//! Arguments `<keys> <workload>` run that one pair only.
+//! Arguments `<keys> <workload>` run that one pair only; `TARGETS` (a comma
+//! list, see [`TARGETS`]) and `THREADS` (a comma list) choose the rest.
 //!
 //! `cargo bench -p keyed-backoff-benches --bench field -- gc` instead times
 //! the default GC: 1,000,000 entries, half expired, no capacity hint,
@@ -35,10 +37,11 @@ use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use common::latency::{self, Report};
-use common::{Floor, RwLockPort as TunedPort, median, populate_half_expired};
+use common::{DashFloor, Floor, RwLockPort as TunedPort, median, populate_half_expired};
+use cpu_time::ThreadTime;
 use governor::{Quota, RateLimiter};
 use keyed_backoff::Backoff;
-use keyed_backoff::clock::{Clock, MockClock, StdClock};
+use keyed_backoff::clock::{Clock, MockClock, QuantaClock, StdClock};
 
 const INITIAL: Duration = Duration::from_secs(10);
 const MAX: Duration = Duration::from_secs(300);
@@ -142,12 +145,12 @@ impl PlainPort {
     fn next(&self, id: &str, event: Instant) -> Duration {
         let mut map = self.map.write().unwrap();
         let now = Instant::now();
-        if let Some(e) = map.get_mut(id) {
-            if !self.has_expired(event, e.last_update) {
-                e.backoff = (e.backoff * 2).min(self.max);
-                e.last_update = now;
-                return e.backoff;
-            }
+        if let Some(e) = map.get_mut(id)
+            && !self.has_expired(event, e.last_update)
+        {
+            e.backoff = (e.backoff * 2).min(self.max);
+            e.last_update = now;
+            return e.backoff;
         }
         let entry = PlainEntry {
             backoff: self.initial,
@@ -187,20 +190,35 @@ impl Workload {
     }
 }
 
-/// One target's two operations, as the workloads call them.
+/// One target's two operations, as the workloads call them. Keys come as
+/// `&String` because governor's `check_key` takes the key type itself.
+#[allow(clippy::ptr_arg)]
 trait Target: Sync {
     fn next(&self, key: &String);
     fn check(&self, key: &String) -> bool;
 }
 
-impl Target for Backoff<String> {
+/// The crate with any clock: the event time is the clock's now, read by the
+/// caller (for the `StdClock`, `Instant::now()`).
+impl<C: Clock> Target for Backoff<String, C> {
     #[inline]
     fn next(&self, key: &String) {
-        black_box(Backoff::next(self, key.as_str(), Instant::now()));
+        black_box(Backoff::next(self, key.as_str(), self.clock().now()));
     }
     #[inline]
     fn check(&self, key: &String) -> bool {
-        self.is_in_backoff_since_update(key.as_str(), Instant::now())
+        self.is_in_backoff_since_update(key.as_str(), self.clock().now())
+    }
+}
+
+impl Target for DashFloor<StdClock> {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(DashFloor::next(self, key, Instant::now()));
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.is_in_backoff_since_update(key, Instant::now())
     }
 }
 
@@ -240,7 +258,7 @@ impl Target for Keyed {
 }
 
 /// Calls `workload` from position `from` of the pick order until `RUN_FOR`
-/// has passed; the calls made and the time taken.
+/// has passed; the calls made, the wall time and this thread's CPU time.
 #[inline(never)]
 fn run<T: Target>(
     t: &T,
@@ -248,7 +266,8 @@ fn run<T: Target>(
     order: &[u32],
     w: Workload,
     from: usize,
-) -> (usize, Duration) {
+) -> (usize, Duration, Duration) {
+    let cpu = ThreadTime::now();
     let start = Instant::now();
     let (mut ops, mut hits) = (0usize, 0usize);
     loop {
@@ -257,7 +276,7 @@ fn run<T: Target>(
             let key = &keys[order[i % PICKS] as usize];
             match w {
                 Workload::Next => t.next(key),
-                Workload::Mix if i % 10 == 0 => t.next(key),
+                Workload::Mix if i.is_multiple_of(10) => t.next(key),
                 Workload::Mix | Workload::Read => hits += usize::from(t.check(key)),
             }
         }
@@ -265,14 +284,18 @@ fn run<T: Target>(
         let took = start.elapsed();
         if took >= RUN_FOR {
             black_box(hits);
-            return (ops, took);
+            return (ops, took, cpu.elapsed());
         }
     }
 }
 
-/// Combined nanoseconds per call of `w` on `threads` threads at once.
+/// Nanoseconds per call of `w` on `threads` threads at once: on one thread,
+/// the thread's CPU time per call (time the scheduler gave to other
+/// processes on a shared machine is not counted; `FIELD_CLOCK=wall` counts
+/// it); on several, the wall time over all their calls (combined
+/// throughput).
 fn timed<T: Target>(t: &T, keys: &[String], order: &[u32], w: Workload, threads: usize) -> f64 {
-    let runs: Vec<(usize, Duration)> = std::thread::scope(|s| {
+    let runs: Vec<(usize, Duration, Duration)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|th| s.spawn(move || run(t, keys, order, w, th * 7919)))
             .collect();
@@ -282,8 +305,12 @@ fn timed<T: Target>(t: &T, keys: &[String], order: &[u32], w: Workload, threads:
             .collect()
     });
     let ops: usize = runs.iter().map(|r| r.0).sum();
-    let longest = runs.iter().map(|r| r.1).max().expect("a run");
-    longest.as_nanos() as f64 / ops as f64
+    let took = if threads == 1 && std::env::var("FIELD_CLOCK").map_or(true, |c| c != "wall") {
+        runs[0].2
+    } else {
+        runs.iter().map(|r| r.1).max().expect("a run")
+    };
+    took.as_nanos() as f64 / ops as f64
 }
 
 fn env(name: &str, default: usize) -> usize {
@@ -291,16 +318,6 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A fresh target holding every key once (`next` on each), as the Go
-/// program starts each round.
-fn populated<T: Target>(make: &dyn Fn() -> T, keys: &[String]) -> T {
-    let t = make();
-    for k in keys {
-        t.next(k);
-    }
-    t
 }
 
 fn crate_default() -> Backoff<String> {
@@ -312,8 +329,94 @@ fn governor() -> Keyed {
     RateLimiter::keyed(quota)
 }
 
+/// The targets by name, each timed by `sample` on a fresh, populated
+/// instance. The first four are the report's; the rest take the crate's
+/// cost apart for diagnosis (`TARGETS=crate,crate-mock,... field ...`).
+const TARGETS: [&str; 12] = [
+    "crate",
+    "rwlock-port",
+    "tuned-port",
+    "governor",
+    "crate-mock",
+    "crate-quanta",
+    "crate-s8",
+    "crate-s64",
+    "crate-cap",
+    "dash-floor",
+    "dash-floor-s8",
+    "crate-mock-s8",
+];
+
+/// What is done with a target: generic, so that every target's calls are
+/// direct and inlined into the loop, as the Go program's are.
+trait Visit {
+    type Out;
+    fn visit<T: Target>(&mut self, t: &T) -> Self::Out;
+}
+
+/// `f.visit(target)` on the target `name`, made and populated with `keys`
+/// (`next` on each, as the Go program starts each round).
+fn with_target<V: Visit>(name: &str, keys: &[String], f: &mut V) -> V::Out {
+    fn go<T: Target, V: Visit>(t: T, keys: &[String], f: &mut V) -> V::Out {
+        for k in keys {
+            t.next(k);
+        }
+        f.visit(&t)
+    }
+    let n = keys.len();
+    let crate_with = |shards: Option<usize>, capacity: usize| {
+        let b = Backoff::<String>::builder(INITIAL, MAX).capacity(capacity);
+        match shards {
+            Some(s) => b.shards(s),
+            None => b,
+        }
+        .build()
+        .expect("valid settings")
+    };
+    let mock = |shards: usize| {
+        Backoff::<String>::builder(INITIAL, MAX)
+            .clock(MockClock::new())
+            .shards(shards)
+            .build()
+            .expect("valid settings")
+    };
+    match name {
+        "crate" => go(crate_default(), keys, f),
+        "rwlock-port" => go(PlainPort::new(INITIAL, MAX), keys, f),
+        "tuned-port" => go(TunedPort::new(INITIAL, MAX, StdClock), keys, f),
+        "governor" => go(governor(), keys, f),
+        "crate-mock" => go(mock(1024), keys, f),
+        "crate-mock-s8" => go(mock(8), keys, f),
+        "crate-quanta" => go(
+            Backoff::<String>::builder(INITIAL, MAX)
+                .clock(QuantaClock)
+                .build()
+                .expect("valid settings"),
+            keys,
+            f,
+        ),
+        "crate-s8" => go(crate_with(Some(8), 0), keys, f),
+        "crate-s64" => go(crate_with(Some(64), 0), keys, f),
+        "crate-cap" => go(crate_with(None, n), keys, f),
+        "dash-floor" => go(DashFloor::new(INITIAL, MAX, StdClock, 1024), keys, f),
+        "dash-floor-s8" => go(DashFloor::new(INITIAL, MAX, StdClock, 8), keys, f),
+        other => panic!("no target {other}; one of {TARGETS:?}"),
+    }
+}
+
+/// `THREADS` (a comma list), by default one thread and two.
+fn thread_counts() -> Vec<usize> {
+    std::env::var("THREADS").map_or(vec![1, 2], |list| {
+        list.split(',')
+            .map(|t| t.parse().expect("THREADS: a comma list of counts"))
+            .collect()
+    })
+}
+
 fn field(only: Option<(usize, &str)>) {
     let rounds = env("ROUNDS", 5);
+    let chosen = std::env::var("TARGETS").unwrap_or_else(|_| TARGETS[..4].join(","));
+    let chosen: Vec<&str> = chosen.split(',').collect();
     let sizes = only.map_or(vec![1_000, 100_000], |(n, _)| vec![n]);
     for n in sizes {
         let (keys, order) = (kubelet_keys(n), pick_order(n));
@@ -326,27 +429,23 @@ fn field(only: Option<(usize, &str)>) {
             if only.is_some_and(|(_, name)| name != w.name()) {
                 continue;
             }
-            for threads in [1, 2] {
-                let mut samples: [Vec<f64>; 4] = Default::default();
+            for threads in thread_counts() {
+                let mut samples = vec![Vec::new(); chosen.len()];
                 for _ in 0..rounds {
-                    let c = populated(&crate_default, &keys);
-                    samples[0].push(timed(&c, &keys, &order, w, threads));
-                    drop(c);
-                    let p = populated(&|| PlainPort::new(INITIAL, MAX), &keys);
-                    samples[1].push(timed(&p, &keys, &order, w, threads));
-                    drop(p);
-                    let t = populated(&|| TunedPort::new(INITIAL, MAX, StdClock), &keys);
-                    samples[2].push(timed(&t, &keys, &order, w, threads));
-                    drop(t);
-                    if w == Workload::Next {
-                        let g = populated(&governor, &keys);
-                        samples[3].push(timed(&g, &keys, &order, w, threads));
+                    for (name, s) in chosen.iter().zip(&mut samples) {
+                        // governor's keyed check is a write: timed on `next`.
+                        if *name != "governor" || w == Workload::Next {
+                            let mut timing = Timing {
+                                keys: &keys,
+                                order: &order,
+                                w,
+                                threads,
+                            };
+                            s.push(with_target(name, &keys, &mut timing));
+                        }
                     }
                 }
-                for (name, s) in ["crate", "rwlock-port", "tuned-port", "governor"]
-                    .iter()
-                    .zip(samples)
-                {
+                for (name, s) in chosen.iter().zip(samples) {
                     if !s.is_empty() {
                         println!("RESULT {name} {} {n} {threads} {:.2}", w.name(), median(s));
                     }
@@ -356,7 +455,57 @@ fn field(only: Option<(usize, &str)>) {
     }
 }
 
-/// The default GC against the floor's `retain`, then latency during GC.
+/// `ops` calls of `w` on one target after populating it, untimed: for
+/// `valgrind --tool=callgrind`, run with `ops` and `2·ops` and subtract.
+fn count(name: &str, w: Workload, n: usize, ops: usize) {
+    struct Counting<'a> {
+        keys: &'a [String],
+        order: &'a [u32],
+        w: Workload,
+        ops: usize,
+    }
+    impl Visit for Counting<'_> {
+        type Out = ();
+        fn visit<T: Target>(&mut self, t: &T) {
+            let mut hits = 0usize;
+            for i in 0..self.ops {
+                let key = &self.keys[self.order[i % PICKS] as usize];
+                match self.w {
+                    Workload::Next => t.next(key),
+                    Workload::Mix if i.is_multiple_of(10) => t.next(key),
+                    Workload::Mix | Workload::Read => hits += usize::from(t.check(key)),
+                }
+            }
+            black_box(hits);
+        }
+    }
+    let (keys, order) = (kubelet_keys(n), pick_order(n));
+    let mut counting = Counting {
+        keys: &keys,
+        order: &order,
+        w,
+        ops,
+    };
+    with_target(name, &keys, &mut counting);
+}
+
+/// Times one workload on a target: [`timed`] as a [`Visit`].
+struct Timing<'a> {
+    keys: &'a [String],
+    order: &'a [u32],
+    w: Workload,
+    threads: usize,
+}
+
+impl Visit for Timing<'_> {
+    type Out = f64;
+    fn visit<T: Target>(&mut self, t: &T) -> f64 {
+        timed(t, self.keys, self.order, self.w, self.threads)
+    }
+}
+
+/// The default GC against the floor's `retain` (each timed by the calling
+/// thread's CPU time), then latency during GC.
 fn gc() {
     let rounds = env("GC_ROUNDS", 5);
     let keys = kubelet_keys(GC_KEYS);
@@ -370,7 +519,7 @@ fn gc() {
         populate_half_expired(&keys, &clock, &mut |k, t| {
             b.next(k, t);
         });
-        let start = Instant::now();
+        let start = ThreadTime::now();
         let removed = b.gc();
         let crate_took = start.elapsed();
         drop(b);
@@ -379,7 +528,7 @@ fn gc() {
         populate_half_expired(&keys, &clock, &mut |k, t| {
             floor.next(k, t);
         });
-        let start = Instant::now();
+        let start = ThreadTime::now();
         let floor_removed = floor.gc();
         let floor_took = start.elapsed();
         assert_eq!((removed, floor_removed), (GC_KEYS / 2, GC_KEYS / 2));
@@ -443,6 +592,18 @@ fn main() {
     match args.as_slice() {
         [gc_arg] if gc_arg == "gc" => gc(),
         [n, workload] => field(Some((n.parse().expect("<keys> <workload>"), workload))),
+        [c, target, workload, n, ops] if c == "count" => {
+            let w = Workload::ALL
+                .into_iter()
+                .find(|w| w.name() == workload)
+                .expect("workload: next, mix or read");
+            count(
+                target,
+                w,
+                n.parse().expect("keys"),
+                ops.parse().expect("ops"),
+            );
+        }
         _ => field(None),
     }
 }

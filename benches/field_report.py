@@ -1,9 +1,10 @@
-"""Prints field.sh's table: the crate's ns/op over each other target's.
+"""Prints field.sh's table: the crate's speed over each other target's.
 
 Input lines are `<round> RESULT <target> <workload> <keys> <threads> <ns/op>`
-and `<round> KEYS <keys> <key bytes> <fingerprint>`. A ratio is the median
-over rounds of the round's own ratio (crate / other); below 1 the crate is
-faster.
+and `<round> KEYS <keys> <key bytes> <fingerprint>`. A ratio is crate / other
+in speed, that is the other's ns/op divided by the crate's, as the median
+over rounds of the round's own ratio: 1.00x or more, the crate is at least
+as fast.
 """
 
 import statistics
@@ -27,7 +28,8 @@ def main(path):
         if len(seen) != 1:
             sys.exit(f"the Go and Rust programs built different keys or picks at {keys} keys: {seen}")
     for threads in (1, 2):
-        print(f"\n{threads} thread{'s' if threads > 1 else ''}: crate ns/op (median) and crate / other (median of per-round ratios)")
+        clock = "CPU time" if threads == 1 else "wall time, combined"
+        print(f"\n{threads} thread{'s' if threads > 1 else ''} ({clock}): crate ns/op and crate / other in speed (other's ns/op / crate's; above 1.00x the crate is faster)")
         print("| workload | keys | crate ns/op | " + " | ".join(OTHERS) + " |")
         print("|---|---:|---:|" + "---:|" * len(OTHERS))
         for workload in ("next", "mix", "read"):
@@ -38,7 +40,7 @@ def main(path):
                 cells = []
                 for other in OTHERS:
                     theirs = times.get((workload, keys, threads, other), {})
-                    ratios = [mine[r] / theirs[r] for r in mine if r in theirs]
+                    ratios = [theirs[r] / mine[r] for r in mine if r in theirs]
                     cells.append(f"{statistics.median(ratios):.2f}x" if ratios else "-")
                 crate_ns = statistics.median(mine.values())
                 print(f"| {NAMES[workload]} | {keys:,} | {crate_ns:.0f} | " + " | ".join(cells) + " |")

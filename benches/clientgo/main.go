@@ -4,7 +4,8 @@
 //
 // Keys, picks and workloads are built from splitmix64 streams with fixed
 // seeds, exactly as the Rust side builds them. Each measurement is a run of
-// about 0.4 s; ROUNDS runs (default 5) per workload, the median reported as
+// about 0.4 s, timed on one thread by the thread's CPU time and on two by the
+// wall clock; ROUNDS runs (default 5) per workload, the median reported as
 //
 //	RESULT client-go <workload> <keys> <threads> <ns/op>
 //
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/util/flowcontrol"
@@ -73,8 +75,12 @@ func pickOrder(n int) []uint32 {
 }
 
 // run calls one workload from position `from` of the pick order until runFor
-// has passed; returns the calls made and the time taken.
-func run(b *flowcontrol.Backoff, keys []string, order []uint32, workload int, from int) (int, time.Duration) {
+// has passed; returns the calls made, the wall time and the CPU time of the
+// thread it ran on (the goroutine is locked to it).
+func run(b *flowcontrol.Backoff, keys []string, order []uint32, workload int, from int) (int, time.Duration, time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := threadCPU()
 	start := time.Now()
 	ops, hits := 0, 0
 	for {
@@ -101,7 +107,7 @@ func run(b *flowcontrol.Backoff, keys []string, order []uint32, workload int, fr
 			if hits < 0 {
 				panic("unreachable")
 			}
-			return ops, d
+			return ops, d, threadCPU() - cpu
 		}
 	}
 }
@@ -124,6 +130,18 @@ func fingerprint(keys []string, order []uint32) uint64 {
 	}
 	return h
 }
+
+// threadCPU is the calling thread's CPU time (user and system).
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rusageThread is Linux's RUSAGE_THREAD.
+const rusageThread = 1
 
 func median(xs []float64) float64 {
 	sort.Float64s(xs)
@@ -167,16 +185,18 @@ func main() {
 }
 
 // timed runs the workload on `threads` goroutines at once and returns the
-// combined nanoseconds per call.
+// nanoseconds per call: on one thread, its CPU time per call (FIELD_CLOCK=wall
+// for wall time), on several, the wall time over all their calls.
 func timed(b *flowcontrol.Backoff, keys []string, order []uint32, workload, threads int) float64 {
 	var wg sync.WaitGroup
 	ops := make([]int, threads)
 	took := make([]time.Duration, threads)
+	cpu := make([]time.Duration, threads)
 	for t := 0; t < threads; t++ {
 		wg.Add(1)
 		go func(t int) {
 			defer wg.Done()
-			ops[t], took[t] = run(b, keys, order, workload, t*7919)
+			ops[t], took[t], cpu[t] = run(b, keys, order, workload, t*7919)
 		}(t)
 	}
 	wg.Wait()
@@ -186,6 +206,9 @@ func timed(b *flowcontrol.Backoff, keys []string, order []uint32, workload, thre
 		if took[t] > longest {
 			longest = took[t]
 		}
+	}
+	if threads == 1 && os.Getenv("FIELD_CLOCK") != "wall" {
+		longest = cpu[0]
 	}
 	return float64(longest.Nanoseconds()) / float64(total)
 }
