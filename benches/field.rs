@@ -19,7 +19,8 @@
 //! CPU time, several threads' by the wall clock. `ROUNDS` rounds (default 5),
 //! medians reported as `RESULT <target> <workload> <keys> <threads> <ns/op>`.
 //! Arguments `<keys> <workload>` run that one pair only; `TARGETS` (a comma
-//! list, see [`TARGETS`]) and `THREADS` (a comma list) choose the rest.
+//! list, see [`TARGETS`]) and `THREADS` (a comma list) choose the rest;
+//! `RAW=1` also prints every round's time.
 //!
 //! `cargo bench -p keyed-backoff-benches --bench field -- gc` instead times
 //! the default GC: 1,000,000 entries, half expired, no capacity hint,
@@ -443,6 +444,11 @@ fn field(only: Option<(usize, &str)>) {
                             };
                             s.push(with_target(name, &keys, &mut timing));
                         }
+                    }
+                }
+                if std::env::var_os("RAW").is_some() {
+                    for (name, s) in chosen.iter().zip(&samples) {
+                        println!("SAMPLES {name} {} {n} {threads} {s:.2?}", w.name());
                     }
                 }
                 for (name, s) in chosen.iter().zip(samples) {
