@@ -45,7 +45,11 @@ if [ -n "${CLIENTGO_SRC:-}" ]; then
 fi
 if (cd benches/clientgo && GOFLAGS=-mod=mod go build -modfile="$modfile" -o "$out/clientgo" .); then
   go_bin="$out/clientgo"
-  echo "client-go: $(go version), $(grep -E '^\s*k8s.io/client-go' "$modfile" | head -1 | xargs)"
+  if [ -n "${CLIENTGO_SRC:-}" ]; then
+    echo "client-go: $(go version), client-go's source from $CLIENTGO_SRC/client-go"
+  else
+    echo "client-go: $(go version), $(grep -E '^\s*k8s.io/client-go' "$modfile" | head -1 | xargs)"
+  fi
 else
   echo "client-go: not built (no Go module proxy and no CLIENTGO_SRC); its column is left out"
 fi
