@@ -212,6 +212,22 @@ impl<C: Clock> Target for Backoff<String, C> {
     }
 }
 
+/// The crate called with one clock read per `next`: `next_now`, which
+/// reads the clock under the key's lock and takes it as the event time too.
+struct NextNow(Backoff<String>);
+
+impl Target for NextNow {
+    #[inline]
+    fn next(&self, key: &String) {
+        black_box(self.0.next_now(key.as_str()));
+    }
+    #[inline]
+    fn check(&self, key: &String) -> bool {
+        self.0
+            .is_in_backoff_since_update(key.as_str(), Instant::now())
+    }
+}
+
 impl Target for DashFloor<StdClock> {
     #[inline]
     fn next(&self, key: &String) {
@@ -333,7 +349,7 @@ fn governor() -> Keyed {
 /// The targets by name, each timed by `sample` on a fresh, populated
 /// instance. The first four are the report's; the rest take the crate's
 /// cost apart for diagnosis (`TARGETS=crate,crate-mock,... field ...`).
-const TARGETS: [&str; 12] = [
+const TARGETS: [&str; 13] = [
     "crate",
     "rwlock-port",
     "tuned-port",
@@ -346,6 +362,7 @@ const TARGETS: [&str; 12] = [
     "dash-floor",
     "dash-floor-s8",
     "crate-mock-s8",
+    "crate-next-now",
 ];
 
 /// What is done with a target: generic, so that every target's calls are
@@ -383,6 +400,7 @@ fn with_target<V: Visit>(name: &str, keys: &[String], f: &mut V) -> V::Out {
     };
     match name {
         "crate" => go(crate_default(), keys, f),
+        "crate-next-now" => go(NextNow(crate_default()), keys, f),
         "rwlock-port" => go(PlainPort::new(INITIAL, MAX), keys, f),
         "tuned-port" => go(TunedPort::new(INITIAL, MAX, StdClock), keys, f),
         "governor" => go(governor(), keys, f),
