@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // each bench binary uses a different subset
 
+pub mod latency;
 pub mod rounds;
 
 use std::collections::HashMap;
@@ -49,6 +50,12 @@ pub fn populate_half_expired(
         apply(k, clock.now());
     }
     clock.set(MockInstant::ZERO + Duration::from_secs(1_201));
+}
+
+/// The median of `xs` (the upper one of an even count).
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 /// A pseudo-random visiting order over `n` keys, so lookups do not walk the

@@ -17,10 +17,7 @@ pub fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-pub fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
+pub use super::median;
 
 /// Nanoseconds per call of `op` over the visiting order; `op` is given the
 /// call's number and its key.
