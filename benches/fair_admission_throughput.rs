@@ -8,12 +8,15 @@
 //!
 //! `cargo bench -p keyed-backoff-benches --features fair-admission --bench fair_admission_throughput`
 //! (defaults: 5 rounds of 200 ms per variant; `ROUNDS=n`, `MILLIS=n`
-//! override; `ROWS=clients/seats/flows,...` picks rows).
+//! override; `ROWS=clients/seats/flows,...` picks rows; `ONLY=bare`,
+//! `ONLY=limit` or `ONLY=fair` runs one variant alone, for a profiler).
 
 use std::convert::Infallible;
-use std::future::{Ready, ready};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use fair_admission::{Apf, Class, FairnessLayer, LevelSpec, LimitResponse};
@@ -35,21 +38,39 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// A request: the index of its flow.
 type Req = usize;
 
-/// The no-op service.
+/// The no-op service: its response is ready at its second poll, so that
+/// a request holds its seat across one turn of the scheduler (as any
+/// handler that awaits anything does) and the clients take turns.
 #[derive(Clone, Copy)]
 struct Noop;
 
 impl Service<Req> for Noop {
     type Response = ();
     type Error = Infallible;
-    type Future = Ready<Result<(), Infallible>>;
+    type Future = YieldOnce;
 
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: Req) -> Self::Future {
-        ready(Ok(()))
+    fn call(&mut self, _: Req) -> YieldOnce {
+        YieldOnce(false)
+    }
+}
+
+/// Pending once (waking itself at once), then ready.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = Result<(), Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.0 {
+            return Poll::Ready(Ok(()));
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -124,18 +145,26 @@ where
 fn run_variant(rt: &tokio::runtime::Runtime, variant: Variant, row: Row, run: Duration) -> f64 {
     match variant {
         Variant::Bare => served(rt, Noop, row, run),
-        Variant::Limit => served(rt, ConcurrencyLimit::new(Noop, row.seats as usize), row, run),
+        Variant::Limit => served(
+            rt,
+            ConcurrencyLimit::new(Noop, row.seats as usize),
+            row,
+            run,
+        ),
         Variant::Fair => {
             let apf = Apf::builder(row.seats)
                 .level("workload", LevelSpec::limited(1, QUEUING))
                 .build()
                 .expect("valid");
             let level = apf.level_id("workload").expect("built");
-            let names: Arc<Vec<String>> = Arc::new((0..row.flows).map(|f| format!("flow-{f}")).collect());
+            let names: Arc<Vec<String>> =
+                Arc::new((0..row.flows).map(|f| format!("flow-{f}")).collect());
             // The request's flow is its user name, as a server reads it
             // from a header.
             let layer = rt.block_on(async {
-                FairnessLayer::new(apf, move |req: &Req| Class::new(level, names[*req].as_str()))
+                FairnessLayer::new(apf, move |req: &Req| {
+                    Class::new(level, names[*req].as_str())
+                })
             });
             served(rt, layer.layer(Noop), row, run)
         }
@@ -147,8 +176,15 @@ fn rows() -> Vec<Row> {
         return spec
             .split(',')
             .map(|r| {
-                let v: Vec<usize> = r.split('/').map(|x| x.parse().expect("clients/seats/flows")).collect();
-                Row { clients: v[0], seats: v[1] as u32, flows: v[2] }
+                let v: Vec<usize> = r
+                    .split('/')
+                    .map(|x| x.parse().expect("clients/seats/flows"))
+                    .collect();
+                Row {
+                    clients: v[0],
+                    seats: v[1] as u32,
+                    flows: v[2],
+                }
             })
             .collect();
     }
@@ -156,7 +192,11 @@ fn rows() -> Vec<Row> {
     for clients in [16, 64, 256] {
         for seats in [1_024, 8] {
             for flows in [16, 64, 1_024] {
-                rows.push(Row { clients, seats, flows });
+                rows.push(Row {
+                    clients,
+                    seats,
+                    flows,
+                });
             }
         }
     }
@@ -167,12 +207,20 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken.
     let rounds = env("ROUNDS", 5);
     let run = Duration::from_millis(env("MILLIS", 200) as u64);
+    let only = std::env::var("ONLY").ok().map(|v| match v.as_str() {
+        "bare" => Variant::Bare,
+        "limit" => Variant::Limit,
+        "fair" => Variant::Fair,
+        other => panic!("ONLY={other}: bare, limit or fair"),
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| clients | seats | flows | no layer | `ConcurrencyLimit` | fair-admission | ConcurrencyLimit / fair-admission |");
+    println!(
+        "| clients | seats | flows | no layer | `ConcurrencyLimit` | fair-admission | ConcurrencyLimit / fair-admission |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows() {
         let variants = [Variant::Bare, Variant::Limit, Variant::Fair];
@@ -183,6 +231,10 @@ fn main() {
             // Each round starts with a different variant.
             for k in 0..3 {
                 let i = (round + k) % 3;
+                if only.is_some_and(|v| v != variants[i]) {
+                    this[i] = f64::NAN;
+                    continue;
+                }
                 this[i] = run_variant(&rt, variants[i], row, run);
             }
             for i in 0..3 {

@@ -12,7 +12,7 @@ use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::layer::{Call, Seat};
+use crate::layer::{Call, Failure, Seat};
 use crate::{Class, Fairness, FairnessLayer, Overloaded};
 
 impl Overloaded {
@@ -164,42 +164,60 @@ impl<S: fmt::Debug, Cl> fmt::Debug for HttpFairness<S, Cl> {
 
 impl<S, Cl, ReqB, ResB> tower_service::Service<Request<ReqB>> for HttpFairness<S, Cl>
 where
-    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Send + 'static,
-    ReqB: Send + 'static,
-    ResB: Default + Send + 'static,
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    ResB: Default,
     Cl: Fn(&Request<ReqB>) -> Class,
 {
     type Response = Response<SeatBody<ResB>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = HttpResponseFuture<S, Request<ReqB>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let Call {
-            mut inner,
-            shared,
-            class,
-            limits,
-        } = self.fairness.start(&req);
-        Box::pin(async move {
-            let seat = match shared.acquire(class, limits).await {
-                Ok(seat) => seat,
-                Err(overloaded) => {
-                    return Ok(overloaded
-                        .to_http_response::<ResB>()
-                        .map(|body| SeatBody::new(body, None)));
-                }
-            };
-            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            // An error drops the seat here; a response carries it.
-            let response = inner.call(req).await?;
-            Ok(response.map(|body| SeatBody::new(body, Some(seat))))
+        HttpResponseFuture {
+            call: self.fairness.start(req),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an [`HttpFairness`] call: admission (it may wait in
+    /// its queue), then the inner service's response, whose body holds the
+    /// seat; a refusal is a `429` response.
+    pub struct HttpResponseFuture<S, Req>
+    where
+        S: tower_service::Service<Req>,
+    {
+        #[pin]
+        call: Call<S, Req>,
+    }
+}
+
+impl<S, ReqB, ResB> Future for HttpResponseFuture<S, Request<ReqB>>
+where
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: Default,
+{
+    type Output = Result<Response<SeatBody<ResB>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match std::task::ready!(self.project().call.poll(cx)) {
+            Ok((response, seat)) => Ok(response.map(|body| SeatBody::new(body, Some(seat)))),
+            Err(Failure::Refused(refused)) => Ok(refused
+                .to_http_response::<ResB>()
+                .map(|body| SeatBody::new(body, None))),
+            // An error drops the seat.
+            Err(Failure::Service(e)) => Err(e),
         })
+    }
+}
+
+impl<S: tower_service::Service<Req>, Req> fmt::Debug for HttpResponseFuture<S, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpResponseFuture").finish_non_exhaustive()
     }
 }
 

@@ -91,7 +91,7 @@ pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use http::{DebugService, HttpFairness, HttpFairnessLayer, SeatBody};
+pub use http::{DebugService, HttpFairness, HttpFairnessLayer, HttpResponseFuture, SeatBody};
 pub use kubernetes::{
     FlowMatch, ObjectStats, RequestAttributes, RequestInfo, SUGGESTED_SEATS, WorkEstimate,
     WorkEstimator, suggested_flow_schema,

@@ -1,10 +1,14 @@
 //! A priority level: its identity, its queue set and refusal history, and
 //! the counts an operator reads.
 
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use crate::queue_set::{Mode, QueueSet};
-use crate::{ConfigError, Dealer, DroppedRequests, LevelSpec, LimitResponse, WorkEstimate};
+use crate::queue_set::{Dispatch, Mode, QueueSet, Start};
+use crate::{
+    Admit, ConfigError, Dealer, DroppedRequests, LevelBorrowing, LevelSpec, LimitResponse,
+};
+use crate::{Ticket, WorkEstimate};
 
 /// Identifies a priority level of an [`Apf`](crate::Apf), in the order the
 /// builder added them.
@@ -78,13 +82,22 @@ pub struct LevelStats {
     pub epoch_advances: u64,
 }
 
-/// One level of an [`Apf`](crate::Apf).
+/// One level of an [`Apf`](crate::Apf): its queue set, its requests and
+/// its share of the seats. Everything a request does touches its own level
+/// alone, so that the layer can lock each level on its own.
 #[derive(Debug, Clone)]
 pub(crate) struct Level {
     pub(crate) name: String,
     pub(crate) nominal: u32,
     pub(crate) queues: QueueSet,
     pub(crate) drops: DroppedRequests,
+    /// Its limits and seat demand, for the division of the seats.
+    pub(crate) borrowing: LevelBorrowing,
+    /// Its requests, by ticket.
+    pub(crate) requests: HashMap<Ticket, Request, foldhash::fast::FixedState>,
+    /// Its requests holding seats for their additional latency, by
+    /// release time.
+    pub(crate) lingering: BTreeSet<(Duration, Ticket)>,
 }
 
 impl Level {
@@ -94,6 +107,7 @@ impl Level {
         spec: &LevelSpec,
         nominal: u32,
         estimate: Duration,
+        borrowing: LevelBorrowing,
     ) -> Result<Self, ConfigError> {
         let (mode, queues) = match spec.limit {
             None => (Mode::Exempt, 0),
@@ -122,6 +136,9 @@ impl Level {
             nominal,
             queues: QueueSet::new(mode, queues, nominal, estimate),
             drops: DroppedRequests::new(),
+            borrowing,
+            requests: HashMap::default(),
+            lingering: BTreeSet::new(),
         })
     }
 
@@ -140,6 +157,174 @@ impl Level {
             epoch_advances: q.epochs,
         }
     }
+
+    /// A request `ticket` of the flow hashed `flow_hash` arrives at `now`
+    /// (see [`Apf::admit_hashed`](crate::Apf::admit_hashed)); the other
+    /// requests it dispatched go to `out`.
+    pub(crate) fn admit(
+        &mut self,
+        ticket: Ticket,
+        flow_hash: u64,
+        mut work: WorkEstimate,
+        now: Duration,
+        out: &mut Vec<Ticket>,
+    ) -> Admit {
+        work.initial_seats = work.initial_seats.max(1);
+        self.queues.sync(now);
+        let queue = match self.queues.start(ticket, flow_hash, work) {
+            Err(why) => {
+                self.drops.record(now);
+                return Admit::Rejected(why);
+            }
+            Ok(Start::Executing) => None,
+            Ok(Start::Enqueued(queue)) => Some(queue),
+        };
+        let phase = if queue.is_some() {
+            Phase::Waiting
+        } else {
+            Phase::Executing
+        };
+        let request = Request {
+            queue,
+            work,
+            phase,
+            arrived: now,
+            started: now,
+            ran: Duration::ZERO,
+            schema: String::new(),
+            flow: String::new(),
+            #[cfg(feature = "tower")]
+            waker: None,
+        };
+        self.requests.insert(ticket, request);
+        if self.dispatch(now, Some(ticket), out) || queue.is_none() {
+            Admit::Dispatched(ticket)
+        } else {
+            Admit::Queued(ticket)
+        }
+    }
+
+    /// The request `ticket` finished running at `now` (see
+    /// [`Apf::complete`](crate::Apf::complete)); what it dispatched goes to
+    /// `out`. `false` if it was not executing.
+    pub(crate) fn complete(
+        &mut self,
+        ticket: Ticket,
+        now: Duration,
+        out: &mut Vec<Ticket>,
+    ) -> bool {
+        let Some(r) = self.requests.get_mut(&ticket) else {
+            return false;
+        };
+        if r.phase != Phase::Executing {
+            return false;
+        }
+        let queue = r.queue;
+        let ran = now.saturating_sub(r.started);
+        r.ran = ran;
+        let linger = r.work.additional_latency;
+        self.queues.sync(now);
+        self.queues.finish(queue, r.work.initial_seats, ran);
+        if linger.is_zero() {
+            let seats = r.max_seats();
+            self.queues.release(queue, seats);
+            self.requests.remove(&ticket);
+        } else {
+            r.phase = Phase::Lingering;
+            self.lingering.insert((now.saturating_add(linger), ticket));
+        }
+        self.dispatch(now, None, out);
+        true
+    }
+
+    /// When the seats of the completed request `ticket` are freed, if it
+    /// still holds them for its additional latency.
+    #[cfg(feature = "tower")]
+    pub(crate) fn releases_at(&self, ticket: Ticket) -> Option<Duration> {
+        let r = self.requests.get(&ticket)?;
+        (r.phase == Phase::Lingering).then(|| {
+            r.started
+                .saturating_add(r.ran)
+                .saturating_add(r.work.additional_latency)
+        })
+    }
+
+    /// The waiting request `ticket` gives up at `now` (see
+    /// [`Apf::cancel`](crate::Apf::cancel)): the request, if it was
+    /// waiting.
+    pub(crate) fn cancel(&mut self, ticket: Ticket, now: Duration) -> Option<Request> {
+        let r = self.requests.get(&ticket)?;
+        let (Phase::Waiting, Some(queue)) = (r.phase, r.queue) else {
+            return None;
+        };
+        self.queues.sync(now);
+        if !self.queues.cancel(queue, ticket) {
+            return None;
+        }
+        self.drops.record(now);
+        let r = self.requests.remove(&ticket);
+        self.note_demand(now);
+        r
+    }
+
+    /// When its first lingering request frees its seats, and which it is.
+    pub(crate) fn next_release(&self) -> Option<(Duration, Ticket)> {
+        self.lingering.first().copied()
+    }
+
+    /// Frees the seats of the request whose additional latency ends first,
+    /// at that time, and dispatches what then fits into `out`.
+    pub(crate) fn release_lingering(&mut self, out: &mut Vec<Ticket>) {
+        let Some((at, ticket)) = self.lingering.pop_first() else {
+            return;
+        };
+        let Some(r) = self.requests.remove(&ticket) else {
+            return;
+        };
+        self.queues.sync(at);
+        self.queues.release(r.queue, r.max_seats());
+        self.dispatch(at, None, out);
+    }
+
+    /// Dispatches what fits at `at`, marks it executing, and records the
+    /// seat demand. Every ticket dispatched goes to `out` but `own`;
+    /// whether `own` was dispatched.
+    pub(crate) fn dispatch(
+        &mut self,
+        at: Duration,
+        own: Option<Ticket>,
+        out: &mut Vec<Ticket>,
+    ) -> bool {
+        let mut own_dispatched = false;
+        let requests = &mut self.requests;
+        self.queues.dispatch(
+            |Dispatch {
+                 ticket,
+                 queue,
+                 work,
+             }| {
+                if let Some(r) = requests.get_mut(&ticket) {
+                    r.phase = Phase::Executing;
+                    r.queue = Some(queue);
+                    r.started = at;
+                    r.work = work;
+                }
+                if Some(ticket) == own {
+                    own_dispatched = true;
+                } else {
+                    out.push(ticket);
+                }
+            },
+        );
+        self.note_demand(at);
+        own_dispatched
+    }
+
+    /// Records the seat demand at `at`, for the division of the seats.
+    pub(crate) fn note_demand(&mut self, at: Duration) {
+        let demand = self.queues.seat_demand();
+        self.borrowing.set_demand(at, demand);
+    }
 }
 
 /// Where a request is in its life.
@@ -154,7 +339,6 @@ pub(crate) enum Phase {
 /// One request the `Apf` knows of, by its ticket.
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
-    pub(crate) level: usize,
     /// Its queue (none on exempt and rejecting levels).
     pub(crate) queue: Option<usize>,
     pub(crate) work: WorkEstimate,
@@ -163,8 +347,13 @@ pub(crate) struct Request {
     pub(crate) started: Duration,
     /// How long it executed, once it completed.
     pub(crate) ran: Duration,
-    /// Flow schema and distinguisher, for the dump.
-    pub(crate) names: Option<Box<(String, String)>>,
+    /// Flow schema, for the dump (empty if not named).
+    pub(crate) schema: String,
+    /// Flow distinguisher, for the dump (empty if not named).
+    pub(crate) flow: String,
+    /// The layer's task waiting for its dispatch.
+    #[cfg(feature = "tower")]
+    pub(crate) waker: Option<std::task::Waker>,
 }
 
 impl Request {

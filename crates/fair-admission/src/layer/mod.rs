@@ -14,9 +14,9 @@ mod shared;
 pub use class::Class;
 pub use error::{BoxError, Overloaded};
 pub use future::ResponseFuture;
+#[cfg(feature = "http")]
+pub(crate) use future::{Call, Failure};
 pub use layer::FairnessLayer;
 #[cfg(feature = "http")]
 pub(crate) use seat::Seat;
-#[cfg(feature = "http")]
-pub(crate) use service::Call;
 pub use service::Fairness;

@@ -79,6 +79,9 @@ pub(crate) struct QueueSet {
     synced_at: Duration,
     /// The queue dispatched from last.
     robin: usize,
+    /// One bit per queue, set while the queue has a request waiting: the
+    /// dispatch search visits only these, in the same round-robin order.
+    occupied: Vec<u64>,
     /// Requests ever enqueued: where the search of a hand starts.
     enqueues: usize,
     pub(crate) waiting: usize,
@@ -104,6 +107,7 @@ impl QueueSet {
             r: SeatSeconds(0),
             synced_at: Duration::ZERO,
             robin: 0,
+            occupied: vec![0; queues.div_ceil(64)],
             enqueues: 0,
             waiting: 0,
             seats_waiting: 0,
@@ -230,6 +234,7 @@ impl QueueSet {
         }
         q.push(waiter);
         q.bound_next_dispatch();
+        self.occupied[queue / 64] |= 1 << (queue % 64);
         self.waiting += 1;
         self.seats_waiting += seats;
         Ok(Start::Enqueued(queue))
@@ -252,29 +257,49 @@ impl QueueSet {
         best
     }
 
-    /// Dispatches as many waiting requests as fit, by fair queuing.
-    pub(crate) fn dispatch(&mut self) -> Vec<Dispatch> {
-        let mut out = Vec::new();
+    /// Dispatches as many waiting requests as fit, by fair queuing, handing
+    /// each to `each` in order.
+    pub(crate) fn dispatch(&mut self, mut each: impl FnMut(Dispatch)) {
         while self.waiting > 0 && self.seats_in_use < u64::from(self.limit) {
             match self.dispatch_one() {
-                Some(d) => out.push(d),
+                Some(d) => each(d),
                 None => break,
             }
         }
-        out
+    }
+
+    /// The queues with a request waiting whose index is in `lo..hi`, in
+    /// order.
+    fn occupied_in(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
+        (lo / 64..hi.div_ceil(64)).flat_map(move |w| {
+            let mut bits = self.occupied[w];
+            if w == lo / 64 {
+                bits &= u64::MAX << (lo % 64);
+            }
+            if w == hi / 64 {
+                bits &= (1u64 << (hi % 64)) - 1;
+            }
+            std::iter::from_fn(move || {
+                let bit = bits.trailing_zeros();
+                bits &= bits.wrapping_sub(1);
+                (bit < 64).then_some(w * 64 + bit as usize)
+            })
+        })
     }
 
     fn dispatch_one(&mut self) -> Option<Dispatch> {
         let n = self.queues.len();
+        // Round robin from the queue after the one served last: the
+        // queues above it, then those up to it. Only queues with a request
+        // waiting can win, so the others are skipped.
+        let start = (self.robin + 1) % n.max(1);
         let mut min: Option<(usize, SeatSeconds)> = None;
-        let mut robin = self.robin;
-        for _ in 0..n {
-            robin = (robin + 1) % n;
-            let q = &self.queues[robin];
+        for index in self.occupied_in(start, n).chain(self.occupied_in(0, start)) {
+            let q = &self.queues[index];
             if let Some(head) = q.waiting.front() {
                 let finish = q.next_dispatch_r.plus(head.total_work);
                 if min.is_none_or(|(_, least)| finish < least) {
-                    min = Some((robin, finish));
+                    min = Some((index, finish));
                 }
             }
         }
@@ -286,6 +311,10 @@ impl QueueSet {
         let limit = self.limit;
         let q = &mut self.queues[index];
         let mut waiter = q.remove(0)?;
+        if q.waiting.is_empty() {
+            self.occupied[index / 64] &= !(1 << (index % 64));
+        }
+        let q = &mut self.queues[index];
         let seats = waiter.max_seats();
         // Final seats beyond the limit are lowered to it, the additional
         // latency stretched to keep the same final work.
@@ -351,6 +380,9 @@ impl QueueSet {
         };
         let waiter = q.remove(at).expect("found above");
         q.bound_next_dispatch();
+        if q.waiting.is_empty() {
+            self.occupied[queue / 64] &= !(1 << (queue % 64));
+        }
         if !q.is_active() {
             self.active_queues -= 1;
         }
