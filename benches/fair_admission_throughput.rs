@@ -214,7 +214,7 @@ fn main() {
         other => panic!("ONLY={other}: bare, limit or fair"),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env("WORKERS", 2))
         .enable_all()
         .build()
         .expect("runtime");

@@ -1,6 +1,7 @@
 //! A priority level: its identity, its queue set and refusal history, and
 //! the counts an operator reads.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -179,15 +180,14 @@ impl Level {
             Ok(Start::Executing) => None,
             Ok(Start::Enqueued(queue)) => Some(queue),
         };
-        let phase = if queue.is_some() {
-            Phase::Waiting
-        } else {
-            Phase::Executing
-        };
-        let request = Request {
+        let mut request = Request {
             queue,
             work,
-            phase,
+            phase: if queue.is_some() {
+                Phase::Waiting
+            } else {
+                Phase::Executing
+            },
             arrived: now,
             started: now,
             ran: Duration::ZERO,
@@ -196,8 +196,26 @@ impl Level {
             #[cfg(feature = "tower")]
             waker: None,
         };
+        // The new request is dispatched here, before it is filed, if fair
+        // queuing picks it.
+        let mut own = None;
+        let requests = &mut self.requests;
+        self.queues.dispatch(|d| {
+            if d.ticket == ticket {
+                own = Some(d);
+            } else {
+                if let Some(r) = requests.get_mut(&d.ticket) {
+                    r.dispatched(d, now);
+                }
+                out.push(d.ticket);
+            }
+        });
+        self.note_demand(now);
+        if let Some(d) = own {
+            request.dispatched(d, now);
+        }
         self.requests.insert(ticket, request);
-        if self.dispatch(now, Some(ticket), out) || queue.is_none() {
+        if own.is_some() || queue.is_none() {
             Admit::Dispatched(ticket)
         } else {
             Admit::Queued(ticket)
@@ -206,18 +224,19 @@ impl Level {
 
     /// The request `ticket` finished running at `now` (see
     /// [`Apf::complete`](crate::Apf::complete)); what it dispatched goes to
-    /// `out`. `false` if it was not executing.
+    /// `out`. `None` if it was not executing.
     pub(crate) fn complete(
         &mut self,
         ticket: Ticket,
         now: Duration,
         out: &mut Vec<Ticket>,
-    ) -> bool {
-        let Some(r) = self.requests.get_mut(&ticket) else {
-            return false;
+    ) -> Option<Completed> {
+        let Entry::Occupied(mut entry) = self.requests.entry(ticket) else {
+            return None;
         };
+        let r = entry.get_mut();
         if r.phase != Phase::Executing {
-            return false;
+            return None;
         }
         let queue = r.queue;
         let ran = now.saturating_sub(r.started);
@@ -225,28 +244,18 @@ impl Level {
         let linger = r.work.additional_latency;
         self.queues.sync(now);
         self.queues.finish(queue, r.work.initial_seats, ran);
-        if linger.is_zero() {
-            let seats = r.max_seats();
-            self.queues.release(queue, seats);
-            self.requests.remove(&ticket);
+        let completed = if linger.is_zero() {
+            self.queues.release(queue, r.max_seats());
+            entry.remove();
+            Completed::Released
         } else {
             r.phase = Phase::Lingering;
-            self.lingering.insert((now.saturating_add(linger), ticket));
-        }
-        self.dispatch(now, None, out);
-        true
-    }
-
-    /// When the seats of the completed request `ticket` are freed, if it
-    /// still holds them for its additional latency.
-    #[cfg(feature = "tower")]
-    pub(crate) fn releases_at(&self, ticket: Ticket) -> Option<Duration> {
-        let r = self.requests.get(&ticket)?;
-        (r.phase == Phase::Lingering).then(|| {
-            r.started
-                .saturating_add(r.ran)
-                .saturating_add(r.work.additional_latency)
-        })
+            let at = now.saturating_add(linger);
+            self.lingering.insert((at, ticket));
+            Completed::Lingering(at)
+        };
+        self.dispatch(now, out);
+        Some(completed)
     }
 
     /// The waiting request `ticket` gives up at `now` (see
@@ -283,41 +292,20 @@ impl Level {
         };
         self.queues.sync(at);
         self.queues.release(r.queue, r.max_seats());
-        self.dispatch(at, None, out);
+        self.dispatch(at, out);
     }
 
     /// Dispatches what fits at `at`, marks it executing, and records the
-    /// seat demand. Every ticket dispatched goes to `out` but `own`;
-    /// whether `own` was dispatched.
-    pub(crate) fn dispatch(
-        &mut self,
-        at: Duration,
-        own: Option<Ticket>,
-        out: &mut Vec<Ticket>,
-    ) -> bool {
-        let mut own_dispatched = false;
+    /// seat demand; every ticket dispatched goes to `out`.
+    pub(crate) fn dispatch(&mut self, at: Duration, out: &mut Vec<Ticket>) {
         let requests = &mut self.requests;
-        self.queues.dispatch(
-            |Dispatch {
-                 ticket,
-                 queue,
-                 work,
-             }| {
-                if let Some(r) = requests.get_mut(&ticket) {
-                    r.phase = Phase::Executing;
-                    r.queue = Some(queue);
-                    r.started = at;
-                    r.work = work;
-                }
-                if Some(ticket) == own {
-                    own_dispatched = true;
-                } else {
-                    out.push(ticket);
-                }
-            },
-        );
+        self.queues.dispatch(|d| {
+            if let Some(r) = requests.get_mut(&d.ticket) {
+                r.dispatched(d, at);
+            }
+            out.push(d.ticket);
+        });
         self.note_demand(at);
-        own_dispatched
     }
 
     /// Records the seat demand at `at`, for the division of the seats.
@@ -356,7 +344,24 @@ pub(crate) struct Request {
     pub(crate) waker: Option<std::task::Waker>,
 }
 
+/// What became of a request that finished running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Completed {
+    /// Its seats are free.
+    Released,
+    /// It holds its seats until then, for its additional latency.
+    Lingering(Duration),
+}
+
 impl Request {
+    /// It leaves its queue to execute at `at`, as `d` says.
+    fn dispatched(&mut self, d: Dispatch, at: Duration) {
+        self.phase = Phase::Executing;
+        self.queue = Some(d.queue);
+        self.started = at;
+        self.work = d.work;
+    }
+
     /// The most seats it holds.
     pub(crate) fn max_seats(&self) -> u64 {
         u64::from(self.work.initial_seats.max(self.work.final_seats))

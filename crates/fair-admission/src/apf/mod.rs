@@ -8,7 +8,7 @@ mod time;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-pub(crate) use level::{Level, Phase, Request};
+pub(crate) use level::{Completed, Level, Phase, Request};
 pub use level::{LevelId, LevelStats};
 pub(crate) use time::{Events, Timing};
 
@@ -224,9 +224,8 @@ impl Apf {
     pub fn complete(&mut self, ticket: Ticket) -> Option<Vec<Ticket>> {
         let mut dispatched = Vec::new();
         let level = self.levels.get_mut(ticket.level)?;
-        level
-            .complete(ticket, self.now, &mut dispatched)
-            .then_some(dispatched)
+        level.complete(ticket, self.now, &mut dispatched)?;
+        Some(dispatched)
     }
 
     /// The waiting request `ticket` gives up (its caller timed out or went

@@ -215,7 +215,7 @@ impl Timing {
             let level = l.level_mut();
             level.queues.set_limit(b.current_limit());
             level.borrowing = b;
-            level.dispatch(at, None, out);
+            level.dispatch(at, out);
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::seat::{Seat, Waiting};
 use super::{Class, Overloaded};
-use crate::apf::{Events, Level, Phase, Timing};
+use crate::apf::{Completed, Events, Level, Phase, Timing};
 use crate::observe::Observer;
 use crate::{Admit, Apf, Dump, LevelId, LevelStats, Rejected, Ticket};
 
@@ -224,7 +224,7 @@ impl Shared {
     /// its queue, or is refused. The flow's names move into the request,
     /// for the dump.
     pub(crate) fn admit(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         class: Class,
         limits: Limits,
         arrived: Instant,
@@ -265,9 +265,12 @@ impl Shared {
                 drop(state);
                 if matches!(admit, Admit::Dispatched(_)) {
                     self.observer.waited(index, arrived, arrived, true);
-                    Admitted::Seated(self.seat(ticket))
+                    Admitted::Seated(Seat {
+                        shared: self,
+                        ticket,
+                    })
                 } else {
-                    Admitted::Queued(Waiting::new(Arc::clone(self), ticket, arrived, limits))
+                    Admitted::Queued(Waiting::new(self, ticket, arrived, limits))
                 }
             }
         }
@@ -350,11 +353,11 @@ impl Shared {
         let index = ticket.level;
         let mut state = self.lock(index, now);
         let LevelState { level, woken, .. } = &mut *state;
-        level.complete(ticket, self.clock(now), woken);
+        let completed = level.complete(ticket, self.clock(now), woken);
         state.wake();
         self.observer.level(index, &state.level);
-        if let Some(at) = state.level.releases_at(ticket) {
-            drop(state);
+        drop(state);
+        if let Some(Completed::Lingering(at)) = completed {
             self.wake_at(index, self.instant(at));
         }
     }

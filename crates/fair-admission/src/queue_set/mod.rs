@@ -20,6 +20,7 @@
 //! - **Widths.** Any width is taken; a request wider than the limit runs
 //!   alone, once nothing else executes.
 
+mod hands;
 mod queue;
 mod seat_seconds;
 
@@ -79,6 +80,8 @@ pub(crate) struct QueueSet {
     synced_at: Duration,
     /// The queue dispatched from last.
     robin: usize,
+    /// The hands dealt last.
+    hands: hands::Hands,
     /// One bit per queue, set while the queue has a request waiting: the
     /// dispatch search visits only these, in the same round-robin order.
     occupied: Vec<u64>,
@@ -99,6 +102,10 @@ pub(crate) struct QueueSet {
 
 impl QueueSet {
     pub(crate) fn new(mode: Mode, queues: usize, limit: u32, estimate: Duration) -> Self {
+        let hands = hands::Hands::new(match &mode {
+            Mode::Queue { dealer, .. } => Some(dealer),
+            _ => None,
+        });
         QueueSet {
             mode,
             queues: vec![Queue::default(); queues],
@@ -107,6 +114,7 @@ impl QueueSet {
             r: SeatSeconds(0),
             synced_at: Duration::ZERO,
             robin: 0,
+            hands,
             occupied: vec![0; queues.div_ceil(64)],
             enqueues: 0,
             waiting: 0,
@@ -192,7 +200,7 @@ impl QueueSet {
             Mode::Queue {
                 dealer,
                 queue_length_limit,
-            } => (dealer, *queue_length_limit),
+            } => (*dealer, *queue_length_limit),
             Mode::Exempt | Mode::Reject => {
                 if !self.fits(seats) {
                     self.rejected += 1;
@@ -204,13 +212,9 @@ impl QueueSet {
                 return Ok(Start::Executing);
             }
         };
-        let mut cards = [0usize; crate::dealer::MAX_HAND];
-        let mut size = 0;
-        for card in dealer.deal(hash) {
-            cards[size] = card;
-            size += 1;
-        }
-        let queue = self.shuffle_shard(&cards[..size]);
+        let mut cards = [0u32; crate::dealer::MAX_HAND];
+        let hand = self.hands.deal(&dealer, hash, &mut cards);
+        let queue = self.shuffle_shard(hand);
         if self.seats_in_use >= u64::from(self.limit)
             && self.queues[queue].waiting.len() >= queue_length_limit
         {
@@ -242,13 +246,14 @@ impl QueueSet {
 
     /// The queue of the flow's hand with the least work waiting; the search
     /// starts one card further along the hand with every request.
-    fn shuffle_shard(&mut self, hand: &[usize]) -> usize {
+    fn shuffle_shard(&mut self, hand: &[u32]) -> usize {
         let size = hand.len();
         let offset = self.enqueues % size;
         self.enqueues = self.enqueues.wrapping_add(1);
-        let (mut best, mut least) = (hand[offset], SeatSeconds::MAX);
-        for i in 0..size {
-            let q = hand[(offset + i) % size];
+        let (mut best, mut least) = (hand[offset] as usize, SeatSeconds::MAX);
+        let (after, before) = hand.split_at(offset);
+        for &q in before.iter().chain(after) {
+            let q = q as usize;
             let work = self.queues[q].sum.total_work;
             if work < least {
                 (best, least) = (q, work);
@@ -350,9 +355,11 @@ impl QueueSet {
             return;
         };
         q.executing -= 1;
-        let estimate = self.estimate.as_nanos() as f64;
-        let correction =
-            SeatSeconds::of(f64::from(initial_seats), estimate - ran.as_nanos() as f64);
+        let estimate = seat_seconds::nanos(self.estimate);
+        let correction = SeatSeconds::of(
+            f64::from(initial_seats),
+            estimate - seat_seconds::nanos(ran),
+        );
         q.next_dispatch_r = q.next_dispatch_r.minus(correction);
         q.bound_next_dispatch();
         if !q.is_active() {
