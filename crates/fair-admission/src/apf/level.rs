@@ -161,24 +161,26 @@ impl Level {
 
     /// A request `ticket` of the flow hashed `flow_hash` arrives at `now`
     /// (see [`Apf::admit_hashed`](crate::Apf::admit_hashed)); the other
-    /// requests it dispatched go to `out`.
+    /// requests it dispatched go to `out`. The flow's `names` move into the
+    /// request if it is admitted.
     pub(crate) fn admit(
         &mut self,
         ticket: Ticket,
-        flow_hash: u64,
+        (flow_hash, names): (u64, &mut Names),
         mut work: WorkEstimate,
         now: Duration,
         out: &mut Vec<Ticket>,
     ) -> Admit {
         work.initial_seats = work.initial_seats.max(1);
         self.queues.sync(now);
-        let queue = match self.queues.start(ticket, flow_hash, work) {
+        let (queue, mut own) = match self.queues.start(ticket, flow_hash, work) {
             Err(why) => {
                 self.drops.record(now);
                 return Admit::Rejected(why);
             }
-            Ok(Start::Executing) => None,
-            Ok(Start::Enqueued(queue)) => Some(queue),
+            Ok(Start::Executing) => (None, None),
+            Ok(Start::Enqueued(queue)) => (Some(queue), None),
+            Ok(Start::Dispatched(d)) => (Some(d.queue), Some(d)),
         };
         let mut request = Request {
             queue,
@@ -191,14 +193,13 @@ impl Level {
             arrived: now,
             started: now,
             ran: Duration::ZERO,
-            schema: String::new(),
-            flow: String::new(),
+            schema: std::mem::take(&mut names.0),
+            flow: std::mem::take(&mut names.1),
             #[cfg(feature = "tower")]
             waker: None,
         };
         // The new request is dispatched here, before it is filed, if fair
         // queuing picks it.
-        let mut own = None;
         let requests = &mut self.requests;
         self.queues.dispatch(|d| {
             if d.ticket == ticket {
@@ -343,6 +344,9 @@ pub(crate) struct Request {
     #[cfg(feature = "tower")]
     pub(crate) waker: Option<std::task::Waker>,
 }
+
+/// A flow's schema and distinguisher, for the dump.
+pub(crate) type Names = (String, String);
 
 /// What became of a request that finished running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ mod time;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-pub(crate) use level::{Completed, Level, Phase, Request};
+pub(crate) use level::{Completed, Level, Names, Phase, Request};
 pub use level::{LevelId, LevelStats};
 pub(crate) use time::{Events, Timing};
 
@@ -190,8 +190,8 @@ impl Apf {
         };
         self.next_ticket += 1;
         let mut dispatched = Vec::new();
-        let admit =
-            self.levels[index].admit(ticket, flow_hash, work.into(), self.now, &mut dispatched);
+        let flow = (flow_hash, &mut Names::default());
+        let admit = self.levels[index].admit(ticket, flow, work.into(), self.now, &mut dispatched);
         Admission { admit, dispatched }
     }
 

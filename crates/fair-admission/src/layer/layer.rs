@@ -43,7 +43,7 @@ use crate::{Apf, Dump, LevelId, LevelStats};
 /// # }).unwrap();
 /// ```
 pub struct FairnessLayer<Cl> {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     classify: Arc<Cl>,
     limits: Limits,
 }

@@ -10,6 +10,8 @@ mod layer;
 mod seat;
 mod service;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 pub use class::Class;
 pub use error::{BoxError, Overloaded};

@@ -24,7 +24,7 @@ pub(crate) struct Shared {
     /// one is refused.
     apf: u64,
     hasher: foldhash::fast::FixedState,
-    levels: Box<[Mutex<LevelState>]>,
+    pub(crate) levels: Box<[Mutex<LevelState>]>,
     /// When the seats are divided; locked before any level.
     timing: Mutex<Timing>,
     /// The next division on the `Apf`'s clock, in nanoseconds (`u64::MAX`:
@@ -249,29 +249,27 @@ impl Shared {
         state.next_seq += 1;
         let now = self.clock(arrived);
         let LevelState { level, woken, .. } = &mut *state;
-        let admit = level.admit(ticket, hash, class.work, now, woken);
+        // The names move into the request if it is admitted.
+        let mut names = (class.schema, class.flow);
+        let admit = level.admit(ticket, (hash, &mut names), class.work, now, woken);
         state.wake();
         self.observer.level(index, &state.level);
-        let Class { schema, flow, .. } = class;
         match admit {
             Admit::Rejected(why) => {
-                self.observer.rejected(index, &schema, &flow, why);
+                self.observer.rejected(index, &names.0, &names.1, why);
                 Admitted::Refused(state.overloaded(limits, why))
             }
-            Admit::Dispatched(ticket) | Admit::Queued(ticket) => {
-                if let Some(r) = state.level.requests.get_mut(&ticket) {
-                    (r.schema, r.flow) = (schema, flow);
-                }
+            Admit::Dispatched(ticket) => {
                 drop(state);
-                if matches!(admit, Admit::Dispatched(_)) {
-                    self.observer.waited(index, arrived, arrived, true);
-                    Admitted::Seated(Seat {
-                        shared: self,
-                        ticket,
-                    })
-                } else {
-                    Admitted::Queued(Waiting::new(self, ticket, arrived, limits))
-                }
+                self.observer.waited(index, arrived, arrived, true);
+                Admitted::Seated(Seat {
+                    shared: self,
+                    ticket,
+                })
+            }
+            Admit::Queued(ticket) => {
+                drop(state);
+                Admitted::Queued(Waiting::new(self, ticket, arrived, limits))
             }
         }
     }

@@ -8,18 +8,18 @@ use crate::dealer::MAX_HAND;
 const CARDS: usize = 8;
 
 /// Slots, by the top bits of the hash.
-const SLOTS: usize = 64;
+const SLOTS: usize = 256;
 
 /// One flow's hand.
 #[derive(Debug, Clone, Copy, Default)]
 struct Kept {
     hash: u64,
     filled: bool,
-    cards: [u32; CARDS],
+    cards: [u16; CARDS],
 }
 
 /// A direct-mapped cache of hands; it keeps nothing for hands of more than
-/// [`CARDS`] cards.
+/// [`CARDS`] cards, or decks of more than 2^16 queues.
 #[derive(Debug, Clone)]
 pub(crate) struct Hands {
     kept: Vec<Kept>,
@@ -28,7 +28,7 @@ pub(crate) struct Hands {
 impl Hands {
     /// A cache for the hands of `dealer`, if it deals any.
     pub(crate) fn new(dealer: Option<&Dealer>) -> Self {
-        let small = dealer.is_some_and(|d| d.hand_size() <= CARDS);
+        let small = dealer.is_some_and(|d| d.hand_size() <= CARDS && d.deck_size() <= 1 << 16);
         Hands {
             kept: if small {
                 vec![Kept::default(); SLOTS]
@@ -49,13 +49,18 @@ impl Hands {
             return dealer.deal_into(hash, cards);
         }
         let n = dealer.hand_size();
-        let kept = &mut self.kept[(hash >> 58) as usize % SLOTS];
+        let kept = &mut self.kept[(hash >> 56) as usize % SLOTS];
         if kept.filled && kept.hash == hash {
-            cards[..n].copy_from_slice(&kept.cards[..n]);
+            for (card, &k) in cards.iter_mut().zip(&kept.cards[..n]) {
+                *card = u32::from(k);
+            }
             return &cards[..n];
         }
         let dealt = dealer.deal_into(hash, cards);
-        kept.cards[..n].copy_from_slice(dealt);
+        for (k, &card) in kept.cards.iter_mut().zip(dealt) {
+            // Below the deck size, at most 2^16.
+            *k = card as u16;
+        }
         (kept.hash, kept.filled) = (hash, true);
         dealt
     }
@@ -67,7 +72,7 @@ mod tests {
 
     #[test]
     fn a_kept_hand_is_the_hand_dealt() {
-        for (deck, hand) in [(64, 8), (128, 6), (16, 9)] {
+        for (deck, hand) in [(64, 8), (128, 6), (16, 9), (1 << 16, 2), ((1 << 16) + 1, 2)] {
             let dealer = Dealer::new(deck, hand).unwrap();
             let mut hands = Hands::new(Some(&dealer));
             // Hashes that share slots, each dealt twice.

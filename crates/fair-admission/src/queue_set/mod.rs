@@ -63,6 +63,9 @@ pub(crate) enum Start {
     /// Waiting in this queue (possibly dispatched by the next
     /// [`QueueSet::dispatch`]).
     Enqueued(usize),
+    /// Nothing else waited and it fit: enqueued and dispatched at once,
+    /// exactly as [`QueueSet::dispatch`] would have.
+    Dispatched(Dispatch),
 }
 
 /// A level's counts and queues (Kubernetes' `queueSet`).
@@ -74,6 +77,8 @@ pub(crate) struct QueueSet {
     pub(crate) limit: u32,
     /// Estimated service time of a request's initial phase.
     estimate: Duration,
+    /// The estimated work of one seat: one seat for `estimate`.
+    unit_work: SeatSeconds,
     /// The progress meter.
     pub(crate) r: SeatSeconds,
     /// When `r` was last brought up to date.
@@ -85,6 +90,10 @@ pub(crate) struct QueueSet {
     /// One bit per queue, set while the queue has a request waiting: the
     /// dispatch search visits only these, in the same round-robin order.
     occupied: Vec<u64>,
+    /// Each queue's next dispatch R plus the work of its head, valid while
+    /// a request waits in it: what the dispatch search compares, side by
+    /// side in memory.
+    finish: Vec<SeatSeconds>,
     /// Requests ever enqueued: where the search of a hand starts.
     enqueues: usize,
     pub(crate) waiting: usize,
@@ -111,11 +120,13 @@ impl QueueSet {
             queues: vec![Queue::default(); queues],
             limit,
             estimate,
+            unit_work: SeatSeconds::times(1.0, estimate),
             r: SeatSeconds(0),
             synced_at: Duration::ZERO,
             robin: 0,
             hands,
             occupied: vec![0; queues.div_ceil(64)],
+            finish: vec![SeatSeconds(0); queues],
             enqueues: 0,
             waiting: 0,
             seats_waiting: 0,
@@ -169,6 +180,9 @@ impl QueueSet {
                 w.arrival_r = SeatSeconds(w.arrival_r.0.saturating_sub(epoch.0));
             }
         }
+        for q in 0..self.queues.len() {
+            self.refresh(q);
+        }
         self.epochs += 1;
     }
 
@@ -221,23 +235,43 @@ impl QueueSet {
             self.rejected += 1;
             return Err(Rejected::QueueFull);
         }
-        let final_work = SeatSeconds::times(f64::from(work.final_seats), work.additional_latency);
+        // Most requests are one seat wide and leave nothing behind: their
+        // work is known without the arithmetic (which gives the same).
+        let final_work = if work.final_seats == 0 || work.additional_latency.is_zero() {
+            SeatSeconds(0)
+        } else {
+            SeatSeconds::times(f64::from(work.final_seats), work.additional_latency)
+        };
+        let initial_work = if work.initial_seats == 1 {
+            self.unit_work
+        } else {
+            SeatSeconds::times(f64::from(work.initial_seats), self.estimate)
+        };
         let waiter = Waiter {
             ticket,
             work,
-            total_work: SeatSeconds::times(f64::from(work.initial_seats), self.estimate)
-                .plus(final_work),
+            total_work: initial_work.plus(final_work),
             final_work,
             arrival_r: self.r,
         };
         let r = self.r;
+        let alone =
+            self.waiting == 0 && self.seats_in_use < u64::from(self.limit) && self.fits(seats);
         let q = &mut self.queues[queue];
         if !q.is_active() {
             q.next_dispatch_r = r;
             self.active_queues += 1;
         }
+        if alone {
+            // Fair queuing would pick it, the one request waiting: its
+            // queue's place is bounded by its arrival, and it runs.
+            let q = &mut self.queues[queue];
+            q.next_dispatch_r = q.next_dispatch_r.max(r);
+            return Ok(Start::Dispatched(self.execute(queue, waiter)));
+        }
         q.push(waiter);
         q.bound_next_dispatch();
+        self.refresh(queue);
         self.occupied[queue / 64] |= 1 << (queue % 64);
         self.waiting += 1;
         self.seats_waiting += seats;
@@ -300,12 +334,9 @@ impl QueueSet {
         let start = (self.robin + 1) % n.max(1);
         let mut min: Option<(usize, SeatSeconds)> = None;
         for index in self.occupied_in(start, n).chain(self.occupied_in(0, start)) {
-            let q = &self.queues[index];
-            if let Some(head) = q.waiting.front() {
-                let finish = q.next_dispatch_r.plus(head.total_work);
-                if min.is_none_or(|(_, least)| finish < least) {
-                    min = Some((index, finish));
-                }
+            let finish = self.finish[index];
+            if min.is_none_or(|(_, least)| finish < least) {
+                min = Some((index, finish));
             }
         }
         let (index, _) = min?;
@@ -313,14 +344,27 @@ impl QueueSet {
         if !self.fits(head.max_seats()) {
             return None;
         }
-        let limit = self.limit;
         let q = &mut self.queues[index];
-        let mut waiter = q.remove(0)?;
+        let waiter = q.remove(0)?;
         if q.waiting.is_empty() {
             self.occupied[index / 64] &= !(1 << (index % 64));
         }
-        let q = &mut self.queues[index];
-        let seats = waiter.max_seats();
+        self.waiting -= 1;
+        self.seats_waiting -= waiter.max_seats();
+        Some(self.execute(index, waiter))
+    }
+
+    /// Brings queue `q`'s entry in [`finish`](Self::finish) up to date.
+    fn refresh(&mut self, q: usize) {
+        let queue = &self.queues[q];
+        if let Some(head) = queue.waiting.front() {
+            self.finish[q] = queue.next_dispatch_r.plus(head.total_work);
+        }
+    }
+
+    /// `waiter`, out of its queue `index`, starts executing.
+    fn execute(&mut self, index: usize, mut waiter: Waiter) -> Dispatch {
+        let limit = self.limit;
         // Final seats beyond the limit are lowered to it, the additional
         // latency stretched to keep the same final work.
         if waiter.work.final_seats > limit {
@@ -328,21 +372,21 @@ impl QueueSet {
             waiter.work.additional_latency = waiter.final_work.per_seat(f64::from(limit));
         }
         self.robin = index;
-        self.waiting -= 1;
-        self.seats_waiting -= seats;
         let held = waiter.max_seats();
+        let q = &mut self.queues[index];
         q.executing += 1;
         q.seats_in_use += held;
         q.next_dispatch_r = q.next_dispatch_r.plus(waiter.total_work);
         q.bound_next_dispatch();
+        self.refresh(index);
         self.executing += 1;
         self.seats_in_use += held;
         self.dispatched += 1;
-        Some(Dispatch {
+        Dispatch {
             ticket: waiter.ticket,
             queue: index,
             work: waiter.work,
-        })
+        }
     }
 
     /// A request's initial phase ended after running for `ran` (after
@@ -364,6 +408,9 @@ impl QueueSet {
         q.bound_next_dispatch();
         if !q.is_active() {
             self.active_queues -= 1;
+        }
+        if let Some(i) = queue {
+            self.refresh(i);
         }
     }
 
@@ -393,6 +440,7 @@ impl QueueSet {
         if !q.is_active() {
             self.active_queues -= 1;
         }
+        self.refresh(queue);
         self.waiting -= 1;
         self.seats_waiting -= waiter.max_seats();
         self.rejected += 1;
