@@ -61,7 +61,7 @@ fn state_machine(c: &mut Criterion) {
         b.iter(|| {
             i += 1;
             now += Duration::from_micros(1);
-            apf.advance(now);
+            apf.advance_to(now);
             let admission = apf.admit_hashed(level, hashes[i % FLOWS], 1);
             let Admit::Dispatched(ticket) = admission.admit else {
                 unreachable!("{SEATS} seats for one request")
@@ -90,42 +90,34 @@ fn one_request(c: &mut Criterion) {
     group.bench_function("no layer", |b| {
         b.iter(|| {
             i += 1;
-            rt.block_on(bare.ready().await_call(i % FLOWS))
+            rt.block_on(one(&mut bare, i % FLOWS))
         })
     });
     let mut limited = ConcurrencyLimit::new(Noop, SEATS as usize);
     group.bench_function("ConcurrencyLimit", |b| {
         b.iter(|| {
             i += 1;
-            rt.block_on(limited.ready().await_call(i % FLOWS))
+            rt.block_on(one(&mut limited, i % FLOWS))
         })
     });
     let mut fair = layer.layer(Noop);
     group.bench_function("FairnessLayer", |b| {
         b.iter(|| {
             i += 1;
-            rt.block_on(fair.ready().await_call(i % FLOWS))
+            rt.block_on(one(&mut fair, i % FLOWS))
         })
     });
     group.finish();
 }
 
-/// `service.ready()` then one call, as one future.
-trait AwaitCall<'a, S: Service<usize> + 'a> {
-    fn await_call(self, req: usize) -> impl std::future::Future<Output = ()> + 'a;
-}
-
-impl<'a, S> AwaitCall<'a, S> for tower::util::Ready<'a, S, usize>
+/// One request through `service`, once it is ready.
+async fn one<S>(service: &mut S, req: usize)
 where
-    S: Service<usize> + 'a,
+    S: Service<usize>,
     S::Error: std::fmt::Debug,
 {
-    fn await_call(self, req: usize) -> impl std::future::Future<Output = ()> + 'a {
-        async move {
-            let service = self.await.expect("ready");
-            service.call(req).await.expect("served");
-        }
-    }
+    let service = service.ready().await.expect("ready");
+    service.call(req).await.expect("served");
 }
 
 fn config() -> Criterion {

@@ -26,7 +26,7 @@ static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// `queueset.go`, rule for rule); exempt levels admit everything.
 ///
 /// It is a plain state machine with no threads and no clock of its own:
-/// the caller tells it the time ([`advance`](Self::advance)), and says when
+/// the caller tells it the time ([`advance_to`](Self::advance_to)), and says when
 /// a request arrives ([`admit`](Self::admit)), finishes
 /// ([`complete`](Self::complete)) or gives up waiting
 /// ([`cancel`](Self::cancel)), each at the time last given. Every call
@@ -42,7 +42,7 @@ static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// let Admit::Dispatched(first) = apf.admit(level, &"alice", 1).admit else { unreachable!() };
 /// let Admit::Queued(second) = apf.admit(level, &"bob", 1).admit else { unreachable!() };
 /// // The first finishes 100 ms later: its seat goes to the second.
-/// apf.advance(Duration::from_millis(100));
+/// apf.advance_to(Duration::from_millis(100));
 /// assert_eq!(apf.complete(first), Some(vec![second]));
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
@@ -52,7 +52,7 @@ pub struct Apf {
     pub(crate) levels: Vec<Level>,
     next_ticket: u64,
     pub(crate) hasher: foldhash::fast::FixedState,
-    /// The caller's clock, as last given to [`advance`](Apf::advance).
+    /// The caller's clock, as last given to [`advance`](Apf::advance_to).
     pub(crate) now: Duration,
     /// When the seats are divided between the levels.
     pub(crate) timing: Timing,
@@ -73,9 +73,11 @@ impl Apf {
                 spec.lendable_percent,
                 spec.borrowing_limit_percent,
                 b.seats,
-            )?;
+            )
+            .map_err(|e| e.at_level(name))?;
             let borrowing = LevelBorrowing::new(limits, spec.limit.is_none(), Duration::ZERO);
-            levels.push(Level::new(name, spec, nominal, b.estimate, borrowing)?);
+            let level = Level::new(name, spec, nominal, b.estimate, borrowing);
+            levels.push(level.map_err(|e| e.at_level(name))?);
         }
         let lends = levels.iter().any(|l| l.borrowing.limits().lendable > 0);
         let mut apf = Apf {
@@ -162,7 +164,7 @@ impl Apf {
 
     /// A request of the flow whose hash is `flow_hash` (Kubernetes hashes
     /// the flow schema's name and the distinguisher) arrives at `level`
-    /// with `work`, at the time last given to [`advance`](Self::advance).
+    /// with `work`, at the time last given to [`advance_to`](Self::advance_to).
     /// Any width is taken (at least 1 seat); a request wider than its
     /// level's limit runs alone, once nothing else executes. A `level` from
     /// another `Apf` is refused with [`Rejected::UnknownLevel`].
@@ -206,9 +208,9 @@ impl Apf {
     }
 
     /// The request `ticket` finished running, at the time last given to
-    /// [`advance`](Self::advance): its queue is charged the time it really
+    /// [`advance_to`](Self::advance_to): its queue is charged the time it really
     /// ran instead of the estimate, and its seats are freed now, or when
-    /// its additional latency has passed (a later [`advance`](Self::advance)
+    /// its additional latency has passed (a later [`advance_to`](Self::advance_to)
     /// frees them). Returns the waiting requests dispatched, in order, or
     /// `None` if `ticket` is not executing (unknown, waiting, or done).
     ///

@@ -9,10 +9,11 @@ use crate::Ticket;
 use crate::adjust_limits;
 
 impl Apf {
-    /// Tells the `Apf` the time, on any monotonic clock of the caller's
-    /// (the layer uses the time since it was made); a time earlier than one
-    /// already given is ignored. Everything due up to `now` happens at the
-    /// time it was due, in order:
+    /// Sets the `Apf`'s clock to `now`: a reading of any monotonic clock of
+    /// the caller's (the layer uses the time since it was made), not a step
+    /// to add. Two calls with the same `now` move nothing; a time earlier
+    /// than one already given is ignored. Everything due up to `now`
+    /// happens at the time it was due, in order:
     ///
     /// - **Additional latency.** Seats held after a request completed are
     ///   freed when its additional latency ends.
@@ -42,12 +43,12 @@ impl Apf {
     /// assert_eq!(apf.level_stats(b).unwrap().waiting, 4);
     /// // After a period of "b" wanting 4 seats and "a" none, "b" has its
     /// // nominal 2 back, and two of its requests run.
-    /// let dispatched = apf.advance(Duration::from_secs(10));
+    /// let dispatched = apf.advance_to(Duration::from_secs(10));
     /// assert_eq!(dispatched.len(), 2);
     /// assert_eq!(apf.level_stats(b).unwrap().seats, 2);
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
-    pub fn advance(&mut self, now: Duration) -> Vec<Ticket> {
+    pub fn advance_to(&mut self, now: Duration) -> Vec<Ticket> {
         let mut out = Vec::new();
         if now <= self.now {
             return out;
@@ -57,12 +58,19 @@ impl Apf {
         out
     }
 
-    /// The time it is, as last given to [`advance`](Self::advance).
+    /// The former name of [`advance_to`](Self::advance_to), which it
+    /// calls: `now` is the time to set, not a step.
+    #[doc(hidden)]
+    pub fn advance(&mut self, now: Duration) -> Vec<Ticket> {
+        self.advance_to(now)
+    }
+
+    /// The time it is, as last given to [`advance_to`](Self::advance_to).
     pub fn now(&self) -> Duration {
         self.now
     }
 
-    /// When [`advance`](Self::advance) next has something to do (seats to
+    /// When [`advance_to`](Self::advance_to) next has something to do (seats to
     /// free, or the seats to divide), if ever.
     ///
     /// ```
@@ -141,7 +149,7 @@ impl Timing {
     }
 
     /// Everything due up to `now`, each at the time it was due, in order
-    /// (see [`Apf::advance`]); what it dispatched goes to `out`.
+    /// (see [`Apf::advance_to`]); what it dispatched goes to `out`.
     pub(crate) fn run_until<L: Events>(
         &mut self,
         levels: &mut [L],

@@ -92,7 +92,7 @@ pub struct RequestDump {
     pub index_in_queue: Option<usize>,
     /// Its flow distinguisher (see [`Apf::name_flow`]).
     pub flow_distinguisher: String,
-    /// When it arrived, on the clock given to [`Apf::advance`].
+    /// When it arrived, on the clock given to [`Apf::advance_to`].
     pub arrived: Duration,
     /// Seats while it executes.
     pub initial_seats: u32,
@@ -251,7 +251,7 @@ impl Dump {
     }
 
     /// One row per request, as Kubernetes' `dump_requests`: times are on
-    /// the clock given to [`Apf::advance`], and a request not yet started
+    /// the clock given to [`Apf::advance_to`], and a request not yet started
     /// has no start time.
     pub fn requests(&self) -> String {
         let mut rows = vec![cells([
