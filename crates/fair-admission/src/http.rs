@@ -336,7 +336,8 @@ impl<Cl> FairnessLayer<Cl> {
     /// Kubernetes' API server serves its own (feature `http`): a request
     /// whose path ends in `/dump_priority_levels`, `/dump_queues` or
     /// `/dump_requests` gets that table as `text/plain`; the index (a path
-    /// ending in `/api_priority_and_fairness`, with or without its slash)
+    /// ending in `/api_priority_and_fairness`, with or without its slash,
+    /// or the root, where a router nests the service under that prefix)
     /// lists the three; any other path gets `404` with the same list.
     /// Route `/debug/api_priority_and_fairness/` to it, behind whatever
     /// guards your debug endpoints.
@@ -412,7 +413,8 @@ impl<B> tower_service::Service<Request<B>> for DebugService {
             Some("dump_priority_levels") => (StatusCode::OK, self.layer.dump().priority_levels()),
             Some("dump_queues") => (StatusCode::OK, self.layer.dump().queues()),
             Some("dump_requests") => (StatusCode::OK, self.layer.dump().requests()),
-            Some("api_priority_and_fairness") => (StatusCode::OK, index(path)),
+            // Nested under its prefix, the index is the root.
+            Some("api_priority_and_fairness" | "") => (StatusCode::OK, index(path)),
             _ => (
                 StatusCode::NOT_FOUND,
                 format!("no such endpoint: {path}\n\n{}", index(path)),

@@ -46,21 +46,28 @@ impl Future for Acquire {
             match self.as_mut().project() {
                 AcquireProj::Start { admit } => {
                     let (shared, class, limits) = admit.take().expect("polled after completion");
-                    let waiting = match shared.admit(class, limits, Instant::now()) {
+                    let admitted = shared.admit(class, limits, cx.waker(), Instant::now());
+                    let (waiting, next) = match admitted {
                         Admitted::Seated(seat) => return self.finish(Ok(seat)),
                         Admitted::Refused(refused) => return self.finish(Err(refused)),
-                        Admitted::Queued(waiting) => waiting,
+                        Admitted::Queued(waiting, next) => (waiting, next),
                     };
-                    // Making a timer panics without a time driver: the wait
-                    // cannot be bounded, so the request is refused.
-                    let deadline = waiting.deadline;
-                    match std::panic::catch_unwind(|| tokio::time::sleep_until(deadline)) {
+                    // Its task is known to its level already: the timer is
+                    // all that is left to set. Making one panics without a
+                    // time driver: the wait cannot be bounded, so the
+                    // request is refused.
+                    let wake_at = next.map_or(waiting.deadline, |at| at.min(waiting.deadline));
+                    match std::panic::catch_unwind(|| tokio::time::sleep_until(wake_at)) {
                         Ok(sleep) => self.set(Acquire::Queued { waiting, sleep }),
                         Err(_) => {
                             let given_up = give_up(waiting, Instant::now(), Rejected::NoTimer);
                             return self.finish(given_up);
                         }
                     }
+                    let AcquireProj::Queued { sleep, .. } = self.as_mut().project() else {
+                        unreachable!("queued above");
+                    };
+                    ready!(sleep.poll(cx));
                 }
                 AcquireProj::Queued { waiting, mut sleep } => {
                     let now = Instant::now();

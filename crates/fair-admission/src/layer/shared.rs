@@ -95,7 +95,9 @@ pub(crate) enum Admitted {
     /// It runs now.
     Seated(Seat),
     /// It waits in its queue.
-    Queued(Waiting),
+    /// It waits in its queue, and its task is woken when it is
+    /// dispatched; its level next has something to do on its own then.
+    Queued(Waiting, Option<Instant>),
     /// Refused.
     Refused(Overloaded),
 }
@@ -227,6 +229,7 @@ impl Shared {
         self: Arc<Self>,
         class: Class,
         limits: Limits,
+        waker: &std::task::Waker,
         arrived: Instant,
     ) -> Admitted {
         let Some(index) = self.index_of(class.level) else {
@@ -268,8 +271,12 @@ impl Shared {
                 })
             }
             Admit::Queued(ticket) => {
+                if let Some(r) = state.level.requests.get_mut(&ticket) {
+                    r.waker = Some(waker.clone());
+                }
+                let next = self.next_event(&state);
                 drop(state);
-                Admitted::Queued(Waiting::new(self, ticket, arrived, limits))
+                Admitted::Queued(Waiting::new(self, ticket, arrived, limits), next)
             }
         }
     }

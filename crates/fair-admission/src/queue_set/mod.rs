@@ -307,38 +307,15 @@ impl QueueSet {
         }
     }
 
-    /// The queues with a request waiting whose index is in `lo..hi`, in
-    /// order.
-    fn occupied_in(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
-        (lo / 64..hi.div_ceil(64)).flat_map(move |w| {
-            let mut bits = self.occupied[w];
-            if w == lo / 64 {
-                bits &= u64::MAX << (lo % 64);
-            }
-            if w == hi / 64 {
-                bits &= (1u64 << (hi % 64)) - 1;
-            }
-            std::iter::from_fn(move || {
-                let bit = bits.trailing_zeros();
-                bits &= bits.wrapping_sub(1);
-                (bit < 64).then_some(w * 64 + bit as usize)
-            })
-        })
-    }
-
     fn dispatch_one(&mut self) -> Option<Dispatch> {
         let n = self.queues.len();
         // Round robin from the queue after the one served last: the
         // queues above it, then those up to it. Only queues with a request
         // waiting can win, so the others are skipped.
         let start = (self.robin + 1) % n.max(1);
-        let mut min: Option<(usize, SeatSeconds)> = None;
-        for index in self.occupied_in(start, n).chain(self.occupied_in(0, start)) {
-            let finish = self.finish[index];
-            if min.is_none_or(|(_, least)| finish < least) {
-                min = Some((index, finish));
-            }
-        }
+        let mut min = None;
+        scan(&self.occupied, &self.finish, start, n, &mut min);
+        scan(&self.occupied, &self.finish, 0, start, &mut min);
         let (index, _) = min?;
         let head = self.queues[index].waiting.front()?;
         if !self.fits(head.max_seats()) {
@@ -446,5 +423,34 @@ impl QueueSet {
         self.rejected += 1;
         self.cancelled += 1;
         true
+    }
+}
+
+/// The queue of least `finish` among those with a request waiting
+/// (`occupied`) whose index is in `lo..hi`, visited in order, against the
+/// least so far in `min`: a tie keeps the queue visited first.
+fn scan(
+    occupied: &[u64],
+    finish: &[SeatSeconds],
+    lo: usize,
+    hi: usize,
+    min: &mut Option<(usize, SeatSeconds)>,
+) {
+    for w in lo / 64..hi.div_ceil(64) {
+        let mut bits = occupied[w];
+        if w == lo / 64 {
+            bits &= u64::MAX << (lo % 64);
+        }
+        if w == hi / 64 {
+            bits &= (1u64 << (hi % 64)) - 1;
+        }
+        while bits != 0 {
+            let index = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let f = finish[index];
+            if min.is_none_or(|(_, least)| f < least) {
+                *min = Some((index, f));
+            }
+        }
     }
 }
