@@ -133,23 +133,12 @@ impl Dealer {
             rest /= radix;
         }
     }
-
-    /// The hand for `hash`, as [`deal`](Self::deal) gives it, written into
-    /// `cards`.
-    pub(crate) fn deal_into<'a>(&self, hash: u64, cards: &'a mut [u32; MAX_HAND]) -> &'a [u32] {
-        self.digits(hash, cards);
-        // Each card needs the digits before it: last card first.
-        for i in (0..self.hand).rev() {
-            cards[i] = card(&cards[..=i]);
-        }
-        &cards[..self.hand]
-    }
 }
 
 /// The card of the last of `digits`: it indexes the queues not yet dealt.
 /// Walking back over the earlier digits, each one at or below the running
 /// card is a queue already taken beneath it, so the card moves up one.
-fn card(digits: &[u32]) -> u32 {
+pub(crate) fn card(digits: &[u32]) -> u32 {
     let (&last, earlier) = digits.split_last().expect("a digit");
     let mut card = last;
     for &e in earlier.iter().rev() {
@@ -299,23 +288,6 @@ mod tests {
             // Each queue appears in hand/deck of all the hands.
             let expected = ordered * hand as u64 / deck as u64;
             assert!(per_queue.iter().all(|&n| n == expected), "{per_queue:?}");
-        }
-    }
-
-    #[test]
-    fn a_hand_dealt_into_an_array_is_the_hand_dealt() {
-        for (deck, hand) in [(1, 1), (64, 8), (128, 8), (2, 2), (MAX_DECK_SIZE, 2)] {
-            let dealer = Dealer::new(deck, hand).unwrap();
-            for hash in [0, 7, 0x9e37_79b9_7f4a_7c15, u64::MAX] {
-                let mut cards = [0; MAX_HAND];
-                let dealt: Vec<usize> = dealer.deal(hash).collect();
-                let into: Vec<usize> = dealer
-                    .deal_into(hash, &mut cards)
-                    .iter()
-                    .map(|&c| c as usize)
-                    .collect();
-                assert_eq!(into, dealt);
-            }
         }
     }
 

@@ -51,6 +51,9 @@ pub(crate) struct LevelState {
     name: Arc<str>,
     /// The number of the next ticket.
     next_seq: u64,
+    /// The time on the `Apf`'s clock it was brought up to by the call that
+    /// holds its lock.
+    now: Duration,
     /// The requests the call in progress dispatched (kept for its buffer).
     woken: Vec<Ticket>,
 }
@@ -126,6 +129,7 @@ impl Shared {
                 name: Arc::from(level.name.as_str()),
                 level,
                 next_seq: 0,
+                now: Duration::ZERO,
                 woken: Vec::new(),
             })
         });
@@ -167,6 +171,7 @@ impl Shared {
             self.divide(t);
         }
         let mut state = self.levels[index].lock();
+        state.now = t;
         // Releases due after a division still to come wait for it.
         let bound = t_nanos.min(self.next_division.load(Ordering::Acquire));
         let mut moved = false;
@@ -250,7 +255,7 @@ impl Shared {
             level: index,
         };
         state.next_seq += 1;
-        let now = self.clock(arrived);
+        let now = state.now;
         let LevelState { level, woken, .. } = &mut *state;
         // The names move into the request if it is admitted.
         let mut names = (class.schema, class.flow);
@@ -316,7 +321,8 @@ impl Shared {
     ) -> Result<Seat, Overloaded> {
         let index = ticket.level;
         let mut state = self.lock(index, now);
-        let Some(request) = state.level.cancel(ticket, self.clock(now)) else {
+        let t = state.now;
+        let Some(request) = state.level.cancel(ticket, t) else {
             // Dispatched at the moment the wait ran out: the seat is ours.
             drop(state);
             self.observer.waited(index, arrived, now, true);
@@ -335,7 +341,8 @@ impl Shared {
     pub(crate) fn abandon(self: &Arc<Self>, ticket: Ticket, now: Instant) {
         let index = ticket.level;
         let mut state = self.lock(index, now);
-        if state.level.cancel(ticket, self.clock(now)).is_none() {
+        let t = state.now;
+        if state.level.cancel(ticket, t).is_none() {
             drop(state);
             self.release(ticket, now);
             return;
@@ -357,8 +364,10 @@ impl Shared {
     pub(crate) fn release(self: &Arc<Self>, ticket: Ticket, now: Instant) {
         let index = ticket.level;
         let mut state = self.lock(index, now);
-        let LevelState { level, woken, .. } = &mut *state;
-        let completed = level.complete(ticket, self.clock(now), woken);
+        let LevelState {
+            level, woken, now, ..
+        } = &mut *state;
+        let completed = level.complete(ticket, *now, woken);
         state.wake();
         self.observer.level(index, &state.level);
         drop(state);

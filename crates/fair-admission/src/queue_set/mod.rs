@@ -436,8 +436,9 @@ fn scan(
     hi: usize,
     min: &mut Option<(usize, SeatSeconds)>,
 ) {
-    for w in lo / 64..hi.div_ceil(64) {
-        let mut bits = occupied[w];
+    let words = occupied.iter().enumerate();
+    for (w, &word) in words.take(hi.div_ceil(64)).skip(lo / 64) {
+        let mut bits = word;
         if w == lo / 64 {
             bits &= u64::MAX << (lo % 64);
         }
