@@ -20,6 +20,8 @@ pub struct Ticket {
     pub(crate) seq: u64,
     /// The index of its level.
     pub(crate) level: usize,
+    /// Its slot among its level's requests.
+    pub(crate) slot: u32,
 }
 
 /// What became of a request handed to [`Apf::admit`](crate::Apf::admit).

@@ -1,10 +1,10 @@
 //! A priority level: its identity, its queue set and refusal history, and
 //! the counts an operator reads.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::requests::Requests;
 use crate::queue_set::{Dispatch, Mode, QueueSet, Start};
 use crate::{
     Admit, ConfigError, Dealer, DroppedRequests, LevelBorrowing, LevelSpec, LimitResponse,
@@ -95,7 +95,7 @@ pub(crate) struct Level {
     /// Its limits and seat demand, for the division of the seats.
     pub(crate) borrowing: LevelBorrowing,
     /// Its requests, by ticket.
-    pub(crate) requests: HashMap<Ticket, Request, foldhash::fast::FixedState>,
+    pub(crate) requests: Requests,
     /// Its requests holding seats for their additional latency, by
     /// release time.
     pub(crate) lingering: BTreeSet<(Duration, Ticket)>,
@@ -138,7 +138,7 @@ impl Level {
             queues: QueueSet::new(mode, queues, nominal, estimate),
             drops: DroppedRequests::new(),
             borrowing,
-            requests: HashMap::default(),
+            requests: Requests::default(),
             lingering: BTreeSet::new(),
         })
     }
@@ -159,7 +159,8 @@ impl Level {
         }
     }
 
-    /// A request `ticket` of the flow hashed `flow_hash` arrives at `now`
+    /// A request `ticket` (its slot is filled in here) of the flow hashed
+    /// `flow_hash` arrives at `now`
     /// (see [`Apf::admit_hashed`](crate::Apf::admit_hashed)); the other
     /// requests it dispatched go to `out`. The flow's `names` move into the
     /// request if it is admitted.
@@ -171,6 +172,11 @@ impl Level {
         now: Duration,
         out: &mut Vec<Ticket>,
     ) -> Admit {
+        // The ticket's slot is the one the request will be filed in.
+        let ticket = Ticket {
+            slot: self.requests.next_slot(),
+            ..ticket
+        };
         work.initial_seats = work.initial_seats.max(1);
         self.queues.sync(now);
         let (queue, mut own) = match self.queues.start(ticket, flow_hash, work) {
@@ -232,10 +238,7 @@ impl Level {
         now: Duration,
         out: &mut Vec<Ticket>,
     ) -> Option<Completed> {
-        let Entry::Occupied(mut entry) = self.requests.entry(ticket) else {
-            return None;
-        };
-        let r = entry.get_mut();
+        let r = self.requests.get_mut(&ticket)?;
         if r.phase != Phase::Executing {
             return None;
         }
@@ -247,7 +250,7 @@ impl Level {
         self.queues.finish(queue, r.work.initial_seats, ran);
         let completed = if linger.is_zero() {
             self.queues.release(queue, r.max_seats());
-            entry.remove();
+            self.requests.remove(&ticket);
             Completed::Released
         } else {
             r.phase = Phase::Lingering;

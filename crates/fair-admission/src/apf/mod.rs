@@ -3,6 +3,7 @@
 
 mod inspect;
 mod level;
+mod requests;
 mod time;
 
 use std::hash::{BuildHasher, Hash};
@@ -189,6 +190,7 @@ impl Apf {
         let ticket = Ticket {
             seq: self.next_ticket,
             level: index,
+            slot: 0,
         };
         self.next_ticket += 1;
         let mut dispatched = Vec::new();

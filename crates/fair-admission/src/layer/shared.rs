@@ -253,6 +253,7 @@ impl Shared {
         let ticket = Ticket {
             seq: state.next_seq,
             level: index,
+            slot: 0,
         };
         state.next_seq += 1;
         let now = state.now;
