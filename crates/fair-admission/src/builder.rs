@@ -119,7 +119,8 @@ impl ApfBuilder {
     /// Checks the configuration: at least one seat and one level, unique
     /// names, limited levels with at least one share and queue lengths of
     /// at least one, queue and hand sizes that [`Dealer::new`](crate::Dealer::new)
-    /// accepts, lending of 0 to 100 %. Errors name the field.
+    /// accepts, lending of 0 to 100 %. Errors name the field, and the level
+    /// of a level's field.
     ///
     /// ```
     /// use fair_admission::{Apf, LevelSpec, LimitResponse};
@@ -149,7 +150,7 @@ impl ApfBuilder {
             if self.levels[..i].iter().any(|(n, _)| n == name) {
                 return Err(ConfigError::new("name", "unique among the levels", name));
             }
-            check_level(spec)?;
+            check_level(spec).map_err(|e| e.at_level(name))?;
         }
         Apf::from_spec(&Declared {
             seats: self.seats,
@@ -182,7 +183,9 @@ fn check_level(spec: &LevelSpec) -> Result<(), ConfigError> {
             queue_length_limit: 0,
             ..
         }) => Err(ConfigError::new("queue_length_limit", "at least 1", 0)),
-        Some(LimitResponse::Queue { queues, .. }) if queues > LevelSpec::MAX_QUEUES => {
+        Some(LimitResponse::Queue { queues, .. })
+            if queues == 0 || queues > LevelSpec::MAX_QUEUES =>
+        {
             Err(ConfigError::new(
                 "queues",
                 format!("between 1 and {}", LevelSpec::MAX_QUEUES),

@@ -114,19 +114,39 @@ impl Dealer {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn deal(&self, hash: u64) -> Hand {
-        let mut digits = [0usize; MAX_HAND];
-        let mut rest = hash;
-        for (i, digit) in digits.iter_mut().enumerate().take(self.hand) {
-            let radix = (self.deck - i) as u64;
-            *digit = (rest % radix) as usize;
-            rest /= radix;
-        }
+        let mut digits = [0u32; MAX_HAND];
+        self.digits(hash, &mut digits);
         Hand {
             digits,
             len: self.hand,
             next: 0,
         }
     }
+
+    /// The hand's digits of `hash` into `digits`.
+    fn digits(&self, hash: u64, digits: &mut [u32; MAX_HAND]) {
+        let mut rest = hash;
+        for (i, digit) in digits.iter_mut().enumerate().take(self.hand) {
+            let radix = (self.deck - i) as u64;
+            // Below the deck size, at most 2^26.
+            *digit = (rest % radix) as u32;
+            rest /= radix;
+        }
+    }
+}
+
+/// The card of the last of `digits`: it indexes the queues not yet dealt.
+/// Walking back over the earlier digits, each one at or below the running
+/// card is a queue already taken beneath it, so the card moves up one.
+pub(crate) fn card(digits: &[u32]) -> u32 {
+    let (&last, earlier) = digits.split_last().expect("a digit");
+    let mut card = last;
+    for &e in earlier.iter().rev() {
+        if card >= e {
+            card += 1;
+        }
+    }
+    card
 }
 
 /// The most cards a valid [`Dealer`] deals: 60 bits at 1 bit per card
@@ -149,7 +169,7 @@ fn required_entropy_bits(deck: usize, hand: usize) -> f64 {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Hand {
-    digits: [usize; MAX_HAND],
+    digits: [u32; MAX_HAND],
     len: usize,
     next: usize,
 }
@@ -163,16 +183,7 @@ impl Iterator for Hand {
             return None;
         }
         self.next += 1;
-        // The i-th digit indexes the queues not yet dealt. Walking back over
-        // the earlier digits, each one at or below the running card is a
-        // queue already taken beneath it, so the card moves up one.
-        let mut card = self.digits[i];
-        for &earlier in self.digits[..i].iter().rev() {
-            if card >= earlier {
-                card += 1;
-            }
-        }
-        Some(card)
+        Some(card(&self.digits[..=i]) as usize)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -8,18 +8,21 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::Buf;
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::layer::{Call, Seat};
+use crate::layer::{Call, Failure, Seat};
 use crate::{Class, Fairness, FairnessLayer, Overloaded};
 
 impl Overloaded {
     /// This refusal as an HTTP response: `429 Too Many Requests` with
-    /// `Retry-After` in whole seconds and an empty body (feature `http`).
-    /// For a hand-written error handler; [`FairnessLayer::http`] answers
-    /// with it by itself.
+    /// `Retry-After` in whole seconds and, as a `text/plain` body, why: the
+    /// priority level and the reason (its queue full, its wait ran out, no
+    /// free seat), as this error displays it (feature `http`). For a
+    /// hand-written error handler; [`FairnessLayer::http`] answers with it
+    /// by itself.
     ///
     /// ```
     /// use fair_admission::{LevelSpec, Apf, BoxError, Class, FairnessLayer, LimitResponse, Overloaded};
@@ -37,16 +40,25 @@ impl Overloaded {
     /// let response: http::Response<String> = refused.to_http_response();
     /// assert_eq!(response.status(), 429);
     /// assert_eq!(response.headers()["retry-after"], "1");
+    /// assert_eq!(
+    ///     response.body(),
+    ///     "too many requests: priority level \"all\": the priority level has no free seat; retry after 1s"
+    /// );
     /// # Ok(())
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-    pub fn to_http_response<B: Default>(&self) -> Response<B> {
-        let mut response = Response::new(B::default());
+    pub fn to_http_response<B: From<String>>(&self) -> Response<B> {
+        self.response(B::from(self.to_string()))
+    }
+
+    /// The refusal's status and headers, with `body`.
+    fn response<B>(&self, body: B) -> Response<B> {
+        let mut response = Response::new(body);
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        let headers = response.headers_mut();
+        headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
         response
     }
 }
@@ -164,42 +176,65 @@ impl<S: fmt::Debug, Cl> fmt::Debug for HttpFairness<S, Cl> {
 
 impl<S, Cl, ReqB, ResB> tower_service::Service<Request<ReqB>> for HttpFairness<S, Cl>
 where
-    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Send + 'static,
-    ReqB: Send + 'static,
-    ResB: Default + Send + 'static,
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    ResB: Body + Default,
+    ResB::Data: From<String>,
     Cl: Fn(&Request<ReqB>) -> Class,
 {
     type Response = Response<SeatBody<ResB>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = HttpResponseFuture<S, Request<ReqB>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let Call {
-            mut inner,
-            shared,
-            class,
-            limits,
-        } = self.fairness.start(&req);
-        Box::pin(async move {
-            let seat = match shared.acquire(class, limits).await {
-                Ok(seat) => seat,
-                Err(overloaded) => {
-                    return Ok(overloaded
-                        .to_http_response::<ResB>()
-                        .map(|body| SeatBody::new(body, None)));
-                }
-            };
-            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            // An error drops the seat here; a response carries it.
-            let response = inner.call(req).await?;
-            Ok(response.map(|body| SeatBody::new(body, Some(seat))))
+        HttpResponseFuture {
+            call: self.fairness.start(req),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an [`HttpFairness`] call: admission (it may wait in
+    /// its queue), then the inner service's response, whose body holds the
+    /// seat; a refusal is a `429` response.
+    pub struct HttpResponseFuture<S, Req>
+    where
+        S: tower_service::Service<Req>,
+    {
+        #[pin]
+        call: Call<S, Req>,
+    }
+}
+
+impl<S, ReqB, ResB> Future for HttpResponseFuture<S, Request<ReqB>>
+where
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: Body + Default,
+    ResB::Data: From<String>,
+{
+    type Output = Result<Response<SeatBody<ResB>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match std::task::ready!(self.project().call.poll(cx)) {
+            Ok((response, seat)) => Ok(response.map(|body| SeatBody::new(body, Some(seat), None))),
+            Err(Failure::Refused(refused)) => {
+                // The body says why: the service's own body type, empty,
+                // with the text in front of it.
+                let why = Some(ResB::Data::from(refused.to_string()));
+                Ok(refused.response(SeatBody::new(ResB::default(), None, why)))
+            }
+            // An error drops the seat.
+            Err(Failure::Service(e)) => Err(e),
         })
+    }
+}
+
+impl<S: tower_service::Service<Req>, Req> fmt::Debug for HttpResponseFuture<S, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpResponseFuture").finish_non_exhaustive()
     }
 }
 
@@ -214,16 +249,25 @@ pin_project_lite::pin_project! {
     /// fn takes_a_body(_: impl http_body::Body) {}
     /// fn check(body: SeatBody<String>) { takes_a_body(body) }
     /// ```
-    pub struct SeatBody<B> {
+    pub struct SeatBody<B>
+    where
+        B: Body,
+    {
         #[pin]
         inner: B,
         seat: Option<Seat>,
+        // A refusal's text, sent before the (empty) inner body.
+        refusal: Option<B::Data>,
     }
 }
 
-impl<B> SeatBody<B> {
-    fn new(inner: B, seat: Option<Seat>) -> Self {
-        SeatBody { inner, seat }
+impl<B: Body> SeatBody<B> {
+    fn new(inner: B, seat: Option<Seat>, refusal: Option<B::Data>) -> Self {
+        SeatBody {
+            inner,
+            seat,
+            refusal,
+        }
     }
 
     /// Whether the body still holds a seat (it has not ended yet, and it
@@ -238,7 +282,7 @@ impl<B> SeatBody<B> {
     }
 }
 
-impl<B: fmt::Debug> fmt::Debug for SeatBody<B> {
+impl<B: Body + fmt::Debug> fmt::Debug for SeatBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SeatBody")
             .field("inner", &self.inner)
@@ -256,6 +300,9 @@ impl<B: Body> Body for SeatBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = self.project();
+        if let Some(refusal) = this.refusal.take() {
+            return Poll::Ready(Some(Ok(Frame::data(refusal))));
+        }
         let polled = this.inner.poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
             // Sent, or failed: the seat is free now, not when the
@@ -266,11 +313,21 @@ impl<B: Body> Body for SeatBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.refusal.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let Some(refusal) = &self.refusal else {
+            return self.inner.size_hint();
+        };
+        let text = refusal.remaining() as u64;
+        let inner = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(text));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(text));
+        }
+        hint
     }
 }
 
@@ -278,9 +335,12 @@ impl<Cl> FairnessLayer<Cl> {
     /// A service that serves the layer's [dump](FairnessLayer::dump) as
     /// Kubernetes' API server serves its own (feature `http`): a request
     /// whose path ends in `/dump_priority_levels`, `/dump_queues` or
-    /// `/dump_requests` gets that table as `text/plain`; any other gets
-    /// `404`. Route `/debug/api_priority_and_fairness/` to it, behind
-    /// whatever guards your debug endpoints.
+    /// `/dump_requests` gets that table as `text/plain`; the index (a path
+    /// ending in `/api_priority_and_fairness`, with or without its slash,
+    /// or the root, where a router nests the service under that prefix)
+    /// lists the three; any other path gets `404` with the same list.
+    /// Route `/debug/api_priority_and_fairness/` to it, behind whatever
+    /// guards your debug endpoints.
     ///
     /// ```
     /// use fair_admission::{Apf, Class, FairnessLayer, LevelSpec};
@@ -295,6 +355,9 @@ impl<Cl> FairnessLayer<Cl> {
     /// let response = layer.debug_service().oneshot(request).await?;
     /// assert_eq!(response.status(), 200);
     /// assert!(response.body().starts_with("PriorityLevelName,"));
+    /// let index = http::Request::get("/debug/api_priority_and_fairness/").body(())?;
+    /// let response = layer.debug_service().oneshot(index).await?;
+    /// assert!(response.body().contains("dump_queues"));
     /// # Ok(())
     /// # }
     /// ```
@@ -304,6 +367,28 @@ impl<Cl> FairnessLayer<Cl> {
             layer: self.without_classifier(),
         }
     }
+}
+
+/// The content type of every text the layer answers with.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The endpoints, for the index and for a path that is none of them.
+fn index(path: &str) -> String {
+    let base = match path.rsplit_once('/') {
+        Some((base, "api_priority_and_fairness")) => format!("{base}/api_priority_and_fairness"),
+        Some((base, _)) => base.to_owned(),
+        None => String::new(),
+    };
+    let mut text =
+        String::from("API Priority and Fairness: the layer's levels, queues and requests\n");
+    for (endpoint, what) in [
+        ("dump_priority_levels", "one row per priority level"),
+        ("dump_queues", "one row per queue"),
+        ("dump_requests", "one row per request waiting or executing"),
+    ] {
+        text.push_str(&format!("{base}/{endpoint}: {what}\n"));
+    }
+    text
 }
 
 /// Serves a [`FairnessLayer`]'s dump like Kubernetes' debug endpoints;
@@ -324,20 +409,21 @@ impl<B> tower_service::Service<Request<B>> for DebugService {
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let path = req.uri().path().trim_end_matches('/');
-        let table = match path.rsplit('/').next() {
-            Some("dump_priority_levels") => Some(self.layer.dump().priority_levels()),
-            Some("dump_queues") => Some(self.layer.dump().queues()),
-            Some("dump_requests") => Some(self.layer.dump().requests()),
-            _ => None,
+        let (status, body) = match path.rsplit('/').next() {
+            Some("dump_priority_levels") => (StatusCode::OK, self.layer.dump().priority_levels()),
+            Some("dump_queues") => (StatusCode::OK, self.layer.dump().queues()),
+            Some("dump_requests") => (StatusCode::OK, self.layer.dump().requests()),
+            // Nested under its prefix, the index is the root.
+            Some("api_priority_and_fairness" | "") => (StatusCode::OK, index(path)),
+            _ => (
+                StatusCode::NOT_FOUND,
+                format!("no such endpoint: {path}\n\n{}", index(path)),
+            ),
         };
-        let mut response = Response::new(table.clone().unwrap_or_default());
-        match table {
-            Some(_) => {
-                let text = HeaderValue::from_static("text/plain; charset=utf-8");
-                response.headers_mut().insert(CONTENT_TYPE, text);
-            }
-            None => *response.status_mut() = StatusCode::NOT_FOUND,
-        }
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        let text = HeaderValue::from_static(TEXT);
+        response.headers_mut().insert(CONTENT_TYPE, text);
         std::future::ready(Ok(response))
     }
 }

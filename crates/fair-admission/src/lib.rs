@@ -36,7 +36,7 @@
 //! let level = apf.level_id("workload").unwrap();
 //! let Admit::Dispatched(first) = apf.admit(level, "alice", 1).admit else { unreachable!() };
 //! let Admit::Queued(second) = apf.admit(level, "bob", 1).admit else { unreachable!() };
-//! apf.advance(Duration::from_millis(40)); // the caller's clock
+//! apf.advance_to(Duration::from_millis(40)); // the caller's clock
 //! assert_eq!(apf.complete(first), Some(vec![second]));
 //! # Ok::<(), fair_admission::ConfigError>(())
 //! ```
@@ -56,9 +56,12 @@
 //! request in seats as Kubernetes' LIST and mutating-request estimators do;
 //! [`Apf::admit_hashed`] takes a flow hash computed by the caller;
 //! [`Apf::dump`] lists levels, queues and requests with Kubernetes' columns;
-//! [`Apf::retry_after`] is the adaptive `Retry-After`. Kubernetes'
-//! arithmetic is public too: [`allocate_concurrency`] and
-//! [`adjust_limits`] for borrowing, [`DroppedRequests`] for `Retry-After`.
+//! [`Apf::retry_after`] is the adaptive `Retry-After`.
+//!
+//! The pieces of Kubernetes' arithmetic the ported tests reach on their
+//! own (the division of seats between levels, the demand integrator, the
+//! dropped-requests rule behind `Retry-After`) are public but hidden from
+//! these docs, and outside the semver promise.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -81,6 +84,8 @@ mod spec;
 mod ticket;
 
 pub use apf::{Apf, LevelId, LevelStats};
+// Kubernetes' internals, for its ported tests: not part of the API.
+#[doc(hidden)]
 pub use borrowing::{
     Adjustment, Allocation, AllocationClass, AllocationError, DemandIntegrator, IntegratorResults,
     LevelBorrowing, LevelLimits, SeatDemandStats, adjust_limits, allocate_concurrency,
@@ -91,7 +96,7 @@ pub use dump::{Dump, LevelDump, QueueDump, RequestDump};
 pub use error::ConfigError;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use http::{DebugService, HttpFairness, HttpFairnessLayer, SeatBody};
+pub use http::{DebugService, HttpFairness, HttpFairnessLayer, HttpResponseFuture, SeatBody};
 pub use kubernetes::{
     FlowMatch, ObjectStats, RequestAttributes, RequestInfo, SUGGESTED_SEATS, WorkEstimate,
     WorkEstimator, suggested_flow_schema,
@@ -99,6 +104,7 @@ pub use kubernetes::{
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};
+#[doc(hidden)]
 pub use retry_after::DroppedRequests;
 pub use spec::{LevelSpec, LimitResponse};
 pub use ticket::{Admission, Admit, Rejected, Ticket};

@@ -6,7 +6,8 @@
 
 use tokio::time::Instant;
 
-use crate::{Apf, Class, LevelId, Rejected};
+use crate::apf::Level;
+use crate::{Apf, Rejected};
 
 /// The label of a refusal of a level that belongs to another `Apf`.
 #[cfg(any(feature = "metrics", feature = "tracing"))]
@@ -120,27 +121,27 @@ impl Observer {
         }
     }
 
-    /// `level`'s gauges after a change: seats executing, requests waiting
-    /// and the seat limit. Nothing for a level of another `Apf`.
+    /// The gauges of `level`, the level of index `index`, after a change:
+    /// seats executing, requests waiting and the seat limit.
     #[inline]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn level(&self, apf: &Apf, level: LevelId) {
+    pub(crate) fn level(&self, index: usize, level: &Level) {
         #[cfg(feature = "metrics")]
-        if let (Some(stats), Some(h)) = (apf.level_stats(level), self.levels.get(level.index())) {
+        if let Some(h) = self.levels.get(index) {
+            let stats = level.stats();
             h.executing.set(stats.seats_in_use as f64);
             h.inqueue.set(stats.waiting as f64);
             h.limit.set(f64::from(stats.seats));
         }
     }
 
-    /// A request of `level` left its queue at `left` after waiting since
-    /// `arrived`: to run (`executed`) or refused. Only for requests that
-    /// were admitted to their level, so `level` is one of this `Apf`'s.
+    /// A request of the level of index `index` left its queue at `left`
+    /// after waiting since `arrived`: to run (`executed`) or refused.
     #[inline]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn waited(&self, level: LevelId, arrived: Instant, left: Instant, executed: bool) {
+    pub(crate) fn waited(&self, index: usize, arrived: Instant, left: Instant, executed: bool) {
         #[cfg(feature = "metrics")]
-        if let Some(h) = self.levels.get(level.index()) {
+        if let Some(h) = self.levels.get(index) {
             let waited = if executed {
                 &h.waited_ran
             } else {
@@ -150,17 +151,18 @@ impl Observer {
         }
     }
 
-    /// A request of `class` was refused for `why`.
+    /// A request of flow schema `schema` and flow `flow` at the level of
+    /// index `index` was refused for `why`.
     #[inline]
     #[cfg_attr(
         not(any(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    pub(crate) fn rejected(&self, class: &Class, why: Rejected) {
+    pub(crate) fn rejected(&self, index: usize, schema: &str, flow: &str, why: Rejected) {
         // A level of another `Apf` is refused as such, and only then.
         #[cfg(any(feature = "metrics", feature = "tracing"))]
         let index = (why != Rejected::UnknownLevel)
-            .then_some(class.level.index())
+            .then_some(index)
             .filter(|&i| i < self.names.len());
         #[cfg(any(feature = "metrics", feature = "tracing"))]
         let level = index.map_or(UNKNOWN, |i| self.names[i].as_str());
@@ -169,12 +171,12 @@ impl Observer {
             let mut refusals = self.refusals.lock();
             let by_schema = refusals.entry(index.unwrap_or(usize::MAX)).or_default();
             let at = REASONS.iter().position(|r| *r == why).unwrap_or(0);
-            match by_schema.get(class.schema.as_str()) {
+            match by_schema.get(schema) {
                 Some(counters) => counters[at].increment(1),
                 None => {
-                    let counters = refusal_counters(level, &class.schema);
+                    let counters = refusal_counters(level, schema);
                     counters[at].increment(1);
-                    by_schema.insert(class.schema.as_str().into(), counters);
+                    by_schema.insert(schema.into(), counters);
                 }
             }
         }
@@ -182,8 +184,8 @@ impl Observer {
         tracing::debug!(
             target: "fair_admission",
             priority_level = level,
-            flow_schema = class.schema.as_str(),
-            flow = class.flow.as_str(),
+            flow_schema = schema,
+            flow = flow,
             reason = reason(why),
             "request refused"
         );

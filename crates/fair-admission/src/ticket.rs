@@ -14,7 +14,15 @@
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ticket(pub(crate) u64);
+pub struct Ticket {
+    /// Its number, in the order requests arrived (first, so that tickets
+    /// sort by arrival).
+    pub(crate) seq: u64,
+    /// The index of its level.
+    pub(crate) level: usize,
+    /// Its slot among its level's requests.
+    pub(crate) slot: u32,
+}
 
 /// What became of a request handed to [`Apf::admit`](crate::Apf::admit).
 ///

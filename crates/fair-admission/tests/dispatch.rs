@@ -24,7 +24,7 @@ fn a_request_dispatched_while_another_is_admitted_is_reported() {
     let Admit::Dispatched(t0) = apf.admit(l, &2u64, 6).admit else {
         panic!("the first request runs at once")
     };
-    apf.advance(Duration::from_millis(127));
+    apf.advance_to(Duration::from_millis(127));
     reported.extend(apf.complete(t0).unwrap());
     let mut admit = |apf: &mut Apf, flow: u64, width: u32| {
         let admission = apf.admit(l, &flow, width);

@@ -36,7 +36,7 @@ fn the_dump_lists_every_level_queue_and_request_with_kubernetes_columns() {
         panic!()
     };
     apf.name_flow(running, "service-accounts", "alice");
-    apf.advance(Duration::from_millis(1_500));
+    apf.advance_to(Duration::from_millis(1_500));
     let Admit::Queued(waiting) = apf.admit(workload, &"bob", 1).admit else {
         panic!()
     };
@@ -197,8 +197,36 @@ async fn the_debug_service_serves_the_three_tables_at_kubernetes_paths() {
             "{path}: {first}"
         );
     }
-    assert_eq!(
-        get(&format!("{base}/dump_nothing")).await.unwrap().status(),
-        404
+    let endpoints = [
+        format!("{base}/dump_priority_levels"),
+        format!("{base}/dump_queues"),
+        format!("{base}/dump_requests"),
+    ];
+    // The index lists the endpoints, with or without its slash.
+    for index in [format!("{base}/"), base.to_owned()] {
+        let response = get(&index).await.unwrap();
+        assert_eq!(response.status(), 200, "{index}");
+        for endpoint in &endpoints {
+            assert!(
+                response.body().contains(endpoint.as_str()),
+                "{index}: {}",
+                response.body()
+            );
+        }
+    }
+    // Any other path is not found, and says what is there.
+    let response = get(&format!("{base}/dump_nothing")).await.unwrap();
+    assert_eq!(response.status(), 404);
+    assert!(
+        response.body().contains("dump_nothing"),
+        "{}",
+        response.body()
     );
+    for endpoint in &endpoints {
+        assert!(
+            response.body().contains(endpoint.as_str()),
+            "{}",
+            response.body()
+        );
+    }
 }

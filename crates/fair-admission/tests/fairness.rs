@@ -107,7 +107,7 @@ fn run(
         ends.entry(now + service_ms).or_default().push(t);
     };
     for now in 0..until_ms {
-        apf.advance(Duration::from_millis(now));
+        apf.advance_to(Duration::from_millis(now));
         if let Some(done) = ends.remove(&now) {
             for t in done {
                 let dispatched = apf.complete(t).expect("executing");
@@ -241,7 +241,7 @@ fn cancelling_a_waiting_request_frees_its_place_and_counts_it_rejected() {
     let Admit::Queued(again) = apf.admit(level, "a", 1).admit else {
         panic!()
     };
-    apf.advance(Duration::from_millis(10));
+    apf.advance_to(Duration::from_millis(10));
     assert_eq!(apf.complete(running), Some(vec![again]));
     let stats = apf.level_stats(level).unwrap();
     assert_eq!(

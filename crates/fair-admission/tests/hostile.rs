@@ -132,7 +132,7 @@ fn a_request_that_ran_an_hour_is_charged_the_hour() {
     };
     let mut now = Duration::from_secs(3_600);
     let mut complete = |apf: &mut fair_admission::Apf, t| {
-        apf.advance(now);
+        apf.advance_to(now);
         now += Duration::from_millis(10);
         apf.complete(t).unwrap()
     };
@@ -165,7 +165,7 @@ fn after_an_hour_long_request_the_other_flow_catches_up_then_both_are_served() {
         panic!()
     };
     let mut now = Duration::from_secs(3_600);
-    apf.advance(now);
+    apf.advance_to(now);
     assert_eq!(apf.complete(first).unwrap(), vec![b_running]);
     let mut served_b = 0u32;
     loop {
@@ -173,7 +173,7 @@ fn after_an_hour_long_request_the_other_flow_catches_up_then_both_are_served() {
             panic!()
         };
         now += Duration::from_millis(100);
-        apf.advance(now);
+        apf.advance_to(now);
         let dispatched = apf.complete(b_running).unwrap();
         served_b += 1;
         if dispatched == vec![a_next] {
@@ -280,9 +280,9 @@ fn extreme_lending_and_clocks_neither_panic_nor_lose_seats() {
         assert!(matches!(apf.admit(a, &i, 10).admit, Admit::Dispatched(_)));
     }
     // Clocks at the end of time, and back again (ignored).
-    apf.advance(Duration::MAX);
-    apf.advance(Duration::from_secs(1));
-    apf.advance(Duration::MAX);
+    apf.advance_to(Duration::MAX);
+    apf.advance_to(Duration::from_secs(1));
+    apf.advance_to(Duration::MAX);
     let stats = apf.level_stats(a).unwrap();
     assert_eq!(stats.seats_in_use, 50);
     assert!(stats.seats >= 1);

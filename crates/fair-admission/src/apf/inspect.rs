@@ -75,8 +75,8 @@ impl Apf {
 
     /// The `Retry-After` `level` advises now, or `None` if the level
     /// belongs to another `Apf`: Kubernetes' adaptive rule over the level's
-    /// refusals (see [`DroppedRequests`](crate::DroppedRequests)), on the
-    /// clock [`advance`](Self::advance) is given.
+    /// refusals (1 s, doubling up to 32 s while it keeps refusing), on the
+    /// clock [`advance_to`](Self::advance_to) is given.
     ///
     /// ```
     /// use fair_admission::{Apf, LevelSpec, LimitResponse};
@@ -87,7 +87,7 @@ impl Apf {
     /// for _ in 0..3 {
     ///     let _ = apf.admit(l, &"refused", 1); // three refusals in second 0
     /// }
-    /// apf.advance(Duration::from_secs(1));
+    /// apf.advance_to(Duration::from_secs(1));
     /// let _ = apf.admit(l, &"refused", 1); // the first refusal of second 1
     /// assert_eq!(apf.retry_after(l), Some(Duration::from_secs(2)));
     /// # Ok::<(), fair_admission::ConfigError>(())

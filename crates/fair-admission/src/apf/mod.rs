@@ -3,18 +3,18 @@
 
 mod inspect;
 mod level;
+mod requests;
 mod time;
 
-use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-pub(crate) use level::{Level, Phase, Request};
+pub(crate) use level::{Completed, Level, Names, Phase, Request};
 pub use level::{LevelId, LevelStats};
+pub(crate) use time::{Events, Timing};
 
-use crate::queue_set::{Dispatch, Start};
 use crate::spec::Declared;
-use crate::{Admission, Admit, Rejected, Ticket};
+use crate::{Admission, Rejected, Ticket};
 use crate::{ConfigError, LevelBorrowing, LevelLimits, WorkEstimate};
 
 /// Numbers each built [`Apf`], so a [`LevelId`] knows whose it is.
@@ -27,7 +27,7 @@ static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// `queueset.go`, rule for rule); exempt levels admit everything.
 ///
 /// It is a plain state machine with no threads and no clock of its own:
-/// the caller tells it the time ([`advance`](Self::advance)), and says when
+/// the caller tells it the time ([`advance_to`](Self::advance_to)), and says when
 /// a request arrives ([`admit`](Self::admit)), finishes
 /// ([`complete`](Self::complete)) or gives up waiting
 /// ([`cancel`](Self::cancel)), each at the time last given. Every call
@@ -43,29 +43,20 @@ static NEXT_APF: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// let Admit::Dispatched(first) = apf.admit(level, &"alice", 1).admit else { unreachable!() };
 /// let Admit::Queued(second) = apf.admit(level, &"bob", 1).admit else { unreachable!() };
 /// // The first finishes 100 ms later: its seat goes to the second.
-/// apf.advance(Duration::from_millis(100));
+/// apf.advance_to(Duration::from_millis(100));
 /// assert_eq!(apf.complete(first), Some(vec![second]));
 /// # Ok::<(), fair_admission::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Apf {
-    id: u64,
+    pub(crate) id: u64,
     pub(crate) levels: Vec<Level>,
-    /// Each level's limits and seat demand, by level index.
-    borrowing: Vec<LevelBorrowing>,
-    pub(crate) requests: HashMap<Ticket, Request>,
-    /// Requests holding seats for their additional latency, by release time.
-    lingering: BTreeSet<(Duration, Ticket)>,
     next_ticket: u64,
-    hasher: foldhash::fast::FixedState,
-    /// The caller's clock, as last given to [`advance`](Apf::advance).
+    pub(crate) hasher: foldhash::fast::FixedState,
+    /// The caller's clock, as last given to [`advance`](Apf::advance_to).
     pub(crate) now: Duration,
-    /// When the seats were last divided between levels.
-    adjusted_at: Duration,
-    period: Duration,
-    /// Whether any level lends (if none does, every level keeps its
-    /// nominal seats and the division is skipped).
-    lends: bool,
+    /// When the seats are divided between the levels.
+    pub(crate) timing: Timing,
 }
 
 impl Apf {
@@ -74,7 +65,6 @@ impl Apf {
     pub(crate) fn from_spec(b: &Declared) -> Result<Apf, ConfigError> {
         let total: u64 = b.levels.iter().map(|(_, s)| u64::from(s.shares)).sum();
         let mut levels = Vec::with_capacity(b.levels.len());
-        let mut borrowing = Vec::with_capacity(b.levels.len());
         for (name, spec) in &b.levels {
             // ceil(seats · shares / total), in integers.
             let num = u64::from(b.seats) * u64::from(spec.shares);
@@ -84,30 +74,25 @@ impl Apf {
                 spec.lendable_percent,
                 spec.borrowing_limit_percent,
                 b.seats,
-            )?;
-            levels.push(Level::new(name, spec, nominal, b.estimate)?);
-            borrowing.push(LevelBorrowing::new(
-                limits,
-                spec.limit.is_none(),
-                Duration::ZERO,
-            ));
+            )
+            .map_err(|e| e.at_level(name))?;
+            let borrowing = LevelBorrowing::new(limits, spec.limit.is_none(), Duration::ZERO);
+            let level = Level::new(name, spec, nominal, b.estimate, borrowing);
+            levels.push(level.map_err(|e| e.at_level(name))?);
         }
-        let lends = borrowing.iter().any(|l| l.limits().lendable > 0);
+        let lends = levels.iter().any(|l| l.borrowing.limits().lendable > 0);
         let mut apf = Apf {
             id: NEXT_APF.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             levels,
-            borrowing,
-            requests: HashMap::new(),
-            lingering: BTreeSet::new(),
             next_ticket: 0,
             hasher: foldhash::fast::FixedState::with_seed(0),
             now: Duration::ZERO,
-            adjusted_at: Duration::ZERO,
-            period: b.period,
-            lends,
+            timing: Timing::new(b.period, lends),
         };
         if lends {
-            let dispatched = apf.reallocate(Duration::ZERO);
+            let mut dispatched = Vec::new();
+            apf.timing
+                .divide(&mut apf.levels, Duration::ZERO, &mut dispatched);
             debug_assert!(dispatched.is_empty());
         }
         Ok(apf)
@@ -146,7 +131,7 @@ impl Apf {
     }
 
     /// `level`'s index here, if it is one of this `Apf`'s levels.
-    fn index_of(&self, level: LevelId) -> Option<usize> {
+    pub(crate) fn index_of(&self, level: LevelId) -> Option<usize> {
         (level.apf == self.id && level.index < self.levels.len()).then_some(level.index)
     }
 
@@ -180,7 +165,7 @@ impl Apf {
 
     /// A request of the flow whose hash is `flow_hash` (Kubernetes hashes
     /// the flow schema's name and the distinguisher) arrives at `level`
-    /// with `work`, at the time last given to [`advance`](Self::advance).
+    /// with `work`, at the time last given to [`advance_to`](Self::advance_to).
     /// Any width is taken (at least 1 seat); a request wider than its
     /// level's limit runs alone, once nothing else executes. A `level` from
     /// another `Apf` is refused with [`Rejected::UnknownLevel`].
@@ -202,62 +187,32 @@ impl Apf {
         let Some(index) = self.index_of(level) else {
             return Admission::rejected(Rejected::UnknownLevel);
         };
-        let mut work = work.into();
-        work.initial_seats = work.initial_seats.max(1);
-        let ticket = Ticket(self.next_ticket);
-        self.next_ticket += 1;
-        let now = self.now;
-        let l = &mut self.levels[index];
-        l.queues.sync(now);
-        let started = l.queues.start(ticket, flow_hash, work);
-        let queue = match started {
-            Err(why) => {
-                l.drops.record(now);
-                return Admission::rejected(why);
-            }
-            Ok(Start::Executing) => None,
-            Ok(Start::Enqueued(queue)) => Some(queue),
-        };
-        let phase = if queue.is_some() {
-            Phase::Waiting
-        } else {
-            Phase::Executing
-        };
-        let request = Request {
+        let ticket = Ticket {
+            seq: self.next_ticket,
             level: index,
-            queue,
-            work,
-            phase,
-            arrived: now,
-            started: now,
-            ran: Duration::ZERO,
-            names: None,
+            slot: 0,
         };
-        self.requests.insert(ticket, request);
-        let mut dispatched = self.dispatch(index, now);
-        let admit = match dispatched.iter().position(|&t| t == ticket) {
-            Some(at) => {
-                dispatched.remove(at);
-                Admit::Dispatched(ticket)
-            }
-            None if queue.is_none() => Admit::Dispatched(ticket),
-            None => Admit::Queued(ticket),
-        };
+        self.next_ticket += 1;
+        let mut dispatched = Vec::new();
+        let flow = (flow_hash, &mut Names::default());
+        let admit = self.levels[index].admit(ticket, flow, work.into(), self.now, &mut dispatched);
         Admission { admit, dispatched }
     }
 
     /// Names `ticket`'s flow for [`dump`](Self::dump): the flow schema that
     /// classified it and its flow distinguisher, as Kubernetes lists them.
     pub fn name_flow(&mut self, ticket: Ticket, schema: &str, distinguisher: &str) {
-        if let Some(r) = self.requests.get_mut(&ticket) {
-            r.names = Some(Box::new((schema.to_owned(), distinguisher.to_owned())));
+        let level = self.levels.get_mut(ticket.level);
+        if let Some(r) = level.and_then(|l| l.requests.get_mut(&ticket)) {
+            r.schema = schema.to_owned();
+            r.flow = distinguisher.to_owned();
         }
     }
 
     /// The request `ticket` finished running, at the time last given to
-    /// [`advance`](Self::advance): its queue is charged the time it really
+    /// [`advance_to`](Self::advance_to): its queue is charged the time it really
     /// ran instead of the estimate, and its seats are freed now, or when
-    /// its additional latency has passed (a later [`advance`](Self::advance)
+    /// its additional latency has passed (a later [`advance_to`](Self::advance_to)
     /// frees them). Returns the waiting requests dispatched, in order, or
     /// `None` if `ticket` is not executing (unknown, waiting, or done).
     ///
@@ -271,39 +226,10 @@ impl Apf {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn complete(&mut self, ticket: Ticket) -> Option<Vec<Ticket>> {
-        let now = self.now;
-        let r = self.requests.get_mut(&ticket)?;
-        if r.phase != Phase::Executing {
-            return None;
-        }
-        let (index, queue) = (r.level, r.queue);
-        let ran = now.saturating_sub(r.started);
-        r.ran = ran;
-        let linger = r.work.additional_latency;
-        let l = &mut self.levels[index];
-        l.queues.sync(now);
-        l.queues.finish(queue, r.work.initial_seats, ran);
-        if linger.is_zero() {
-            let seats = r.max_seats();
-            l.queues.release(queue, seats);
-            self.requests.remove(&ticket);
-        } else {
-            r.phase = Phase::Lingering;
-            self.lingering.insert((now.saturating_add(linger), ticket));
-        }
-        Some(self.dispatch(index, now))
-    }
-
-    /// When the seats of the completed request `ticket` are freed, if it
-    /// still holds them for its additional latency.
-    #[cfg(feature = "tower")]
-    pub(crate) fn releases_at(&self, ticket: Ticket) -> Option<Duration> {
-        let r = self.requests.get(&ticket)?;
-        (r.phase == Phase::Lingering).then(|| {
-            r.started
-                .saturating_add(r.ran)
-                .saturating_add(r.work.additional_latency)
-        })
+        let mut dispatched = Vec::new();
+        let level = self.levels.get_mut(ticket.level)?;
+        level.complete(ticket, self.now, &mut dispatched)?;
+        Some(dispatched)
     }
 
     /// The waiting request `ticket` gives up (its caller timed out or went
@@ -324,53 +250,10 @@ impl Apf {
     /// ```
     pub fn cancel(&mut self, ticket: Ticket) -> bool {
         let now = self.now;
-        let Some(r) = self.requests.get(&ticket) else {
-            return false;
-        };
-        let (Phase::Waiting, Some(queue)) = (r.phase, r.queue) else {
-            return false;
-        };
-        let index = r.level;
-        let l = &mut self.levels[index];
-        l.queues.sync(now);
-        if !l.queues.cancel(queue, ticket) {
-            return false;
-        }
-        l.drops.record(now);
-        self.requests.remove(&ticket);
-        self.note_demand(index, now);
-        true
-    }
-
-    /// Dispatches what fits at `level` at `at`, marks it executing, and
-    /// records the level's seat demand.
-    fn dispatch(&mut self, index: usize, at: Duration) -> Vec<Ticket> {
-        let dispatched = self.levels[index].queues.dispatch();
-        let tickets = dispatched
-            .iter()
-            .map(
-                |&Dispatch {
-                     ticket,
-                     queue,
-                     work,
-                 }| {
-                    if let Some(r) = self.requests.get_mut(&ticket) {
-                        r.phase = Phase::Executing;
-                        r.queue = Some(queue);
-                        r.started = at;
-                        r.work = work;
-                    }
-                    ticket
-                },
-            )
-            .collect();
-        self.note_demand(index, at);
-        tickets
-    }
-
-    fn note_demand(&mut self, index: usize, at: Duration) {
-        let demand = self.levels[index].queues.seat_demand();
-        self.borrowing[index].set_demand(at, demand);
+        self.levels
+            .get_mut(ticket.level)
+            .and_then(|l| l.cancel(ticket, now))
+            .is_some()
     }
 }
 

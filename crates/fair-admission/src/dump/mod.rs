@@ -7,7 +7,7 @@ mod table;
 use std::time::Duration;
 
 use crate::Apf;
-use crate::apf::{Phase, Request};
+use crate::apf::{Level, Phase, Request};
 use table::{go_duration, table};
 
 /// Every level, queue and request of an [`Apf`] at one time, from
@@ -92,7 +92,7 @@ pub struct RequestDump {
     pub index_in_queue: Option<usize>,
     /// Its flow distinguisher (see [`Apf::name_flow`]).
     pub flow_distinguisher: String,
-    /// When it arrived, on the clock given to [`Apf::advance`].
+    /// When it arrived, on the clock given to [`Apf::advance_to`].
     pub arrived: Duration,
     /// Seats while it executes.
     pub initial_seats: u32,
@@ -107,70 +107,65 @@ pub struct RequestDump {
 impl Apf {
     /// Every level, queue and request as they are now.
     pub fn dump(&self) -> Dump {
-        let levels = self
-            .levels
+        Dump {
+            levels: self.levels.iter().map(Level::dump).collect(),
+        }
+    }
+}
+
+impl Level {
+    /// The level, its queues and its requests as they are now.
+    pub(crate) fn dump(&self) -> LevelDump {
+        let qs = &self.queues;
+        let queues = qs
+            .queues
             .iter()
-            .enumerate()
-            .map(|(index, l)| {
-                let qs = &l.queues;
-                let queues = qs
-                    .queues
-                    .iter()
-                    .map(|q| QueueDump {
-                        pending: q.waiting.len(),
-                        executing: q.executing,
-                        seats_in_use: q.seats_in_use,
-                        next_dispatch_r: q.next_dispatch_r.to_string(),
-                        initial_seats_sum: q.sum.initial_seats,
-                        max_seats_sum: q.sum.max_seats,
-                        total_work_sum: q.sum.total_work.to_string(),
-                    })
-                    .collect();
-                let mut requests = Vec::new();
-                for (i, q) in qs.queues.iter().enumerate() {
-                    for (at, w) in q.waiting.iter().enumerate() {
-                        if let Some(r) = self.requests.get(&w.ticket) {
-                            requests.push(dump_request(r, Some(i), Some(at)));
-                        }
-                    }
-                }
-                let mut running: Vec<_> = self
-                    .requests
-                    .iter()
-                    .filter(|(_, r)| r.level == index && r.phase != Phase::Waiting)
-                    .collect();
-                running.sort_by_key(|&(t, r)| (r.queue.is_none(), r.queue, *t));
-                requests.extend(running.iter().map(|(_, r)| dump_request(r, r.queue, None)));
-                LevelDump {
-                    name: l.name.clone(),
-                    active_queues: qs.queues.iter().filter(|q| !q.waiting.is_empty()).count(),
-                    is_idle: qs.waiting == 0 && qs.executing == 0,
-                    waiting: qs.waiting,
-                    executing: qs.executing,
-                    dispatched: qs.dispatched,
-                    rejected: qs.rejected,
-                    cancelled: qs.cancelled,
-                    queues,
-                    requests,
-                }
+            .map(|q| QueueDump {
+                pending: q.waiting.len(),
+                executing: q.executing,
+                seats_in_use: q.seats_in_use,
+                next_dispatch_r: q.next_dispatch_r.to_string(),
+                initial_seats_sum: q.sum.initial_seats,
+                max_seats_sum: q.sum.max_seats,
+                total_work_sum: q.sum.total_work.to_string(),
             })
             .collect();
-        Dump { levels }
+        let mut requests = Vec::new();
+        for (i, q) in qs.queues.iter().enumerate() {
+            for (at, w) in q.waiting.iter().enumerate() {
+                if let Some(r) = self.requests.get(&w.ticket) {
+                    requests.push(dump_request(r, Some(i), Some(at)));
+                }
+            }
+        }
+        let mut running: Vec<_> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.phase != Phase::Waiting)
+            .collect();
+        running.sort_by_key(|&(t, r)| (r.queue.is_none(), r.queue, *t));
+        requests.extend(running.iter().map(|(_, r)| dump_request(r, r.queue, None)));
+        LevelDump {
+            name: self.name.clone(),
+            active_queues: qs.queues.iter().filter(|q| !q.waiting.is_empty()).count(),
+            is_idle: qs.waiting == 0 && qs.executing == 0,
+            waiting: qs.waiting,
+            executing: qs.executing,
+            dispatched: qs.dispatched,
+            rejected: qs.rejected,
+            cancelled: qs.cancelled,
+            queues,
+            requests,
+        }
     }
 }
 
 fn dump_request(r: &Request, queue: Option<usize>, index: Option<usize>) -> RequestDump {
-    let (schema, distinguisher) = r
-        .names
-        .as_deref()
-        .map_or((String::new(), String::new()), |(s, d)| {
-            (s.clone(), d.clone())
-        });
     RequestDump {
-        flow_schema: schema,
+        flow_schema: r.schema.clone(),
         queue,
         index_in_queue: index,
-        flow_distinguisher: distinguisher,
+        flow_distinguisher: r.flow.clone(),
         arrived: r.arrived,
         initial_seats: r.work.initial_seats,
         final_seats: r.work.final_seats,
@@ -256,7 +251,7 @@ impl Dump {
     }
 
     /// One row per request, as Kubernetes' `dump_requests`: times are on
-    /// the clock given to [`Apf::advance`], and a request not yet started
+    /// the clock given to [`Apf::advance_to`], and a request not yet started
     /// has no start time.
     pub fn requests(&self) -> String {
         let mut rows = vec![cells([

@@ -1,6 +1,7 @@
 //! The layer's refusal, to answer with 429 and `Retry-After`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Rejected;
@@ -23,11 +24,13 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// }
 /// # let _ = status_and_retry_after;
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Overloaded {
     pub(crate) reason: Rejected,
     pub(crate) retry_after: Duration,
+    /// The priority level's name (empty for a level of another `Apf`).
+    pub(crate) level: Arc<str>,
 }
 
 impl Overloaded {
@@ -41,6 +44,20 @@ impl Overloaded {
     /// ```
     pub fn reason(&self) -> Rejected {
         self.reason
+    }
+
+    /// The name of the priority level that refused the request (empty if
+    /// the request was classified into a level of another
+    /// [`Apf`](crate::Apf)).
+    ///
+    /// ```
+    /// # use fair_admission::Overloaded;
+    /// # fn f(o: Overloaded) -> bool {
+    /// o.level() == "workload-low"
+    /// # }
+    /// ```
+    pub fn level(&self) -> &str {
+        &self.level
     }
 
     /// How long the client should wait before retrying.
@@ -72,9 +89,13 @@ impl Overloaded {
 
 impl fmt::Display for Overloaded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("too many requests: ")?;
+        if !self.level.is_empty() {
+            write!(f, "priority level \"{}\": ", self.level)?;
+        }
         write!(
             f,
-            "too many requests: {}; retry after {}s",
+            "{}; retry after {}s",
             self.reason,
             self.retry_after_secs()
         )

@@ -1,16 +1,11 @@
 //! The tower layer.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use tokio::time::Instant;
-
 use super::service::Fairness;
-use super::shared::{Limits, Shared, State};
-use crate::observe::Observer;
+use super::shared::{Limits, Shared};
 use crate::{Apf, Dump, LevelId, LevelStats};
 
 /// A tower [`Layer`](tower_layer::Layer) that puts Kubernetes' API Priority
@@ -48,7 +43,7 @@ use crate::{Apf, Dump, LevelId, LevelStats};
 /// # }).unwrap();
 /// ```
 pub struct FairnessLayer<Cl> {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     classify: Arc<Cl>,
     limits: Limits,
 }
@@ -90,14 +85,7 @@ impl<Cl> FairnessLayer<Cl> {
     /// ```
     pub fn new(apf: Apf, classify: Cl) -> Self {
         FairnessLayer {
-            shared: Arc::new(Shared {
-                observer: Observer::new(&apf),
-                state: Mutex::new(State {
-                    apf,
-                    waiters: HashMap::new(),
-                    origin: Instant::now(),
-                }),
-            }),
+            shared: Arc::new(Shared::new(apf)),
             classify: Arc::new(classify),
             limits: Limits {
                 queue_wait: Duration::from_secs(15),
@@ -154,7 +142,7 @@ impl<Cl> FairnessLayer<Cl> {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn level_stats(&self, level: LevelId) -> Option<LevelStats> {
-        self.shared.state.lock().apf.level_stats(level)
+        self.shared.level_stats(level)
     }
 
     /// Every level, queue and request of the layer's [`Apf`] now (see
@@ -169,9 +157,7 @@ impl<Cl> FairnessLayer<Cl> {
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
     pub fn dump(&self) -> Dump {
-        let mut state = self.shared.state.lock();
-        self.shared.advance(&mut state, Instant::now());
-        state.apf.dump()
+        self.shared.dump()
     }
 }
 

@@ -10,13 +10,15 @@ mod layer;
 mod seat;
 mod service;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 pub use class::Class;
 pub use error::{BoxError, Overloaded};
 pub use future::ResponseFuture;
+#[cfg(feature = "http")]
+pub(crate) use future::{Call, Failure};
 pub use layer::FairnessLayer;
 #[cfg(feature = "http")]
 pub(crate) use seat::Seat;
-#[cfg(feature = "http")]
-pub(crate) use service::Call;
 pub use service::Fairness;

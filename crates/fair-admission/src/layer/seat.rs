@@ -5,32 +5,49 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::shared::Shared;
-use crate::{LevelId, Ticket};
+use super::shared::{Limits, Shared, far_future};
+use crate::Ticket;
 
-/// A queued request's place; if its future is dropped while it waits, the
+/// A queued request's place; if it is dropped while the request waits, the
 /// place is given up (or, if it was just dispatched, the seat is released).
 pub(crate) struct Waiting {
     pub(crate) shared: Arc<Shared>,
     pub(crate) ticket: Ticket,
-    pub(crate) level: LevelId,
+    pub(crate) arrived: Instant,
+    /// When its wait runs out.
+    pub(crate) deadline: Instant,
+    pub(crate) limits: Limits,
+    /// Whether dropping it gives its place up (not once it has its seat or
+    /// its refusal).
     pub(crate) armed: bool,
+}
+
+impl Waiting {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        ticket: Ticket,
+        arrived: Instant,
+        limits: Limits,
+    ) -> Self {
+        let deadline = arrived
+            .checked_add(limits.queue_wait)
+            .unwrap_or_else(far_future);
+        Waiting {
+            shared,
+            ticket,
+            arrived,
+            deadline,
+            limits,
+            armed: true,
+        }
+    }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if self.armed {
+            self.shared.abandon(self.ticket, Instant::now());
         }
-        let mut state = self.shared.state.lock();
-        self.shared.advance(&mut state, Instant::now());
-        state.waiters.remove(&self.ticket);
-        if !state.apf.cancel(self.ticket) {
-            // Dispatched as it went away: it ran for no time.
-            let dispatched = state.apf.complete(self.ticket).unwrap_or_default();
-            state.wake(dispatched);
-        }
-        self.shared.observer.level(&state.apf, self.level);
     }
 }
 
@@ -39,11 +56,10 @@ impl Drop for Waiting {
 pub(crate) struct Seat {
     pub(crate) shared: Arc<Shared>,
     pub(crate) ticket: Ticket,
-    pub(crate) level: LevelId,
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.shared.release(self.ticket, self.level, Instant::now());
+        self.shared.release(self.ticket, Instant::now());
     }
 }

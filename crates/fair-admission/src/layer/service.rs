@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::future::ResponseFuture;
+use super::future::{Acquire, Call, ResponseFuture};
 use super::shared::{Limits, Shared};
 use super::{BoxError, Class};
 
@@ -46,67 +46,41 @@ impl<S: fmt::Debug, Cl> fmt::Debug for Fairness<S, Cl> {
     }
 }
 
-/// One request's share of a [`Fairness`] service: its class and the inner
-/// service that goes with it.
-pub(crate) struct Call<S> {
-    pub(crate) inner: S,
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) class: Class,
-    pub(crate) limits: Limits,
-}
-
 impl<S: Clone, Cl> Fairness<S, Cl> {
     /// Classifies `req` and takes the inner service for it: a clone takes
     /// its place, and the one that was (possibly) made ready goes with the
     /// request.
-    pub(crate) fn start<Req>(&mut self, req: &Req) -> Call<S>
+    pub(crate) fn start<Req>(&mut self, req: Req) -> Call<S, Req>
     where
+        S: tower_service::Service<Req>,
         Cl: Fn(&Req) -> Class,
     {
-        let class = (self.classify)(req);
+        let class = (self.classify)(&req);
         let clone = self.inner.clone();
-        Call {
-            inner: std::mem::replace(&mut self.inner, clone),
-            shared: Arc::clone(&self.shared),
-            class,
-            limits: self.limits,
-        }
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let acquire = Acquire::new(Arc::clone(&self.shared), class, self.limits);
+        Call::new(acquire, inner, req)
     }
 }
 
 impl<S, Cl, Req> tower_service::Service<Req> for Fairness<S, Cl>
 where
-    S: tower_service::Service<Req> + Clone + Send + 'static,
-    S::Future: Send,
+    S: tower_service::Service<Req> + Clone,
     S::Error: Into<BoxError>,
-    Req: Send + 'static,
     Cl: Fn(&Req) -> Class,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = ResponseFuture<S::Response>;
+    type Future = ResponseFuture<S, Req>;
 
-    /// Always ready: admission happens per request, in `call`, and the
-    /// inner service's readiness is awaited once the request has its seat.
+    /// Always ready: admission happens per request, when its future is
+    /// first polled, and the inner service's readiness is awaited once the
+    /// request has its seat.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let Call {
-            mut inner,
-            shared,
-            class,
-            limits,
-        } = self.start(&req);
-        ResponseFuture::new(async move {
-            let seat = shared.acquire(class, limits).await?;
-            std::future::poll_fn(|cx| inner.poll_ready(cx))
-                .await
-                .map_err(Into::into)?;
-            let response = inner.call(req).await.map_err(Into::into);
-            drop(seat);
-            response
-        })
+        ResponseFuture::new(self.start(req))
     }
 }

@@ -20,6 +20,7 @@
 //! - **Widths.** Any width is taken; a request wider than the limit runs
 //!   alone, once nothing else executes.
 
+mod hands;
 mod queue;
 mod seat_seconds;
 
@@ -62,6 +63,9 @@ pub(crate) enum Start {
     /// Waiting in this queue (possibly dispatched by the next
     /// [`QueueSet::dispatch`]).
     Enqueued(usize),
+    /// Nothing else waited and it fit: enqueued and dispatched at once,
+    /// exactly as [`QueueSet::dispatch`] would have.
+    Dispatched(Dispatch),
 }
 
 /// A level's counts and queues (Kubernetes' `queueSet`).
@@ -73,12 +77,23 @@ pub(crate) struct QueueSet {
     pub(crate) limit: u32,
     /// Estimated service time of a request's initial phase.
     estimate: Duration,
+    /// The estimated work of one seat: one seat for `estimate`.
+    unit_work: SeatSeconds,
     /// The progress meter.
     pub(crate) r: SeatSeconds,
     /// When `r` was last brought up to date.
     synced_at: Duration,
     /// The queue dispatched from last.
     robin: usize,
+    /// The hands dealt last.
+    hands: hands::Hands,
+    /// One bit per queue, set while the queue has a request waiting: the
+    /// dispatch search visits only these, in the same round-robin order.
+    occupied: Vec<u64>,
+    /// Each queue's next dispatch R plus the work of its head, valid while
+    /// a request waits in it: what the dispatch search compares, side by
+    /// side in memory.
+    finish: Vec<SeatSeconds>,
     /// Requests ever enqueued: where the search of a hand starts.
     enqueues: usize,
     pub(crate) waiting: usize,
@@ -96,14 +111,22 @@ pub(crate) struct QueueSet {
 
 impl QueueSet {
     pub(crate) fn new(mode: Mode, queues: usize, limit: u32, estimate: Duration) -> Self {
+        let hands = hands::Hands::new(match &mode {
+            Mode::Queue { dealer, .. } => Some(dealer),
+            _ => None,
+        });
         QueueSet {
             mode,
             queues: vec![Queue::default(); queues],
             limit,
             estimate,
+            unit_work: SeatSeconds::times(1.0, estimate),
             r: SeatSeconds(0),
             synced_at: Duration::ZERO,
             robin: 0,
+            hands,
+            occupied: vec![0; queues.div_ceil(64)],
+            finish: vec![SeatSeconds(0); queues],
             enqueues: 0,
             waiting: 0,
             seats_waiting: 0,
@@ -157,6 +180,9 @@ impl QueueSet {
                 w.arrival_r = SeatSeconds(w.arrival_r.0.saturating_sub(epoch.0));
             }
         }
+        for q in 0..self.queues.len() {
+            self.refresh(q);
+        }
         self.epochs += 1;
     }
 
@@ -188,7 +214,7 @@ impl QueueSet {
             Mode::Queue {
                 dealer,
                 queue_length_limit,
-            } => (dealer, *queue_length_limit),
+            } => (*dealer, *queue_length_limit),
             Mode::Exempt | Mode::Reject => {
                 if !self.fits(seats) {
                     self.rejected += 1;
@@ -200,36 +226,53 @@ impl QueueSet {
                 return Ok(Start::Executing);
             }
         };
-        let mut cards = [0usize; crate::dealer::MAX_HAND];
-        let mut size = 0;
-        for card in dealer.deal(hash) {
-            cards[size] = card;
-            size += 1;
-        }
-        let queue = self.shuffle_shard(&cards[..size]);
+        let mut cards = [0u32; crate::dealer::MAX_HAND];
+        let hand = self.hands.deal(&dealer, hash, &mut cards);
+        let queue = self.shuffle_shard(hand);
         if self.seats_in_use >= u64::from(self.limit)
             && self.queues[queue].waiting.len() >= queue_length_limit
         {
             self.rejected += 1;
             return Err(Rejected::QueueFull);
         }
-        let final_work = SeatSeconds::times(f64::from(work.final_seats), work.additional_latency);
+        // Most requests are one seat wide and leave nothing behind: their
+        // work is known without the arithmetic (which gives the same).
+        let final_work = if work.final_seats == 0 || work.additional_latency.is_zero() {
+            SeatSeconds(0)
+        } else {
+            SeatSeconds::times(f64::from(work.final_seats), work.additional_latency)
+        };
+        let initial_work = if work.initial_seats == 1 {
+            self.unit_work
+        } else {
+            SeatSeconds::times(f64::from(work.initial_seats), self.estimate)
+        };
         let waiter = Waiter {
             ticket,
             work,
-            total_work: SeatSeconds::times(f64::from(work.initial_seats), self.estimate)
-                .plus(final_work),
+            total_work: initial_work.plus(final_work),
             final_work,
             arrival_r: self.r,
         };
         let r = self.r;
+        let alone =
+            self.waiting == 0 && self.seats_in_use < u64::from(self.limit) && self.fits(seats);
         let q = &mut self.queues[queue];
         if !q.is_active() {
             q.next_dispatch_r = r;
             self.active_queues += 1;
         }
+        if alone {
+            // Fair queuing would pick it, the one request waiting: its
+            // queue's place is bounded by its arrival, and it runs.
+            let q = &mut self.queues[queue];
+            q.next_dispatch_r = q.next_dispatch_r.max(r);
+            return Ok(Start::Dispatched(self.execute(queue, waiter)));
+        }
         q.push(waiter);
         q.bound_next_dispatch();
+        self.refresh(queue);
+        self.occupied[queue / 64] |= 1 << (queue % 64);
         self.waiting += 1;
         self.seats_waiting += seats;
         Ok(Start::Enqueued(queue))
@@ -237,13 +280,14 @@ impl QueueSet {
 
     /// The queue of the flow's hand with the least work waiting; the search
     /// starts one card further along the hand with every request.
-    fn shuffle_shard(&mut self, hand: &[usize]) -> usize {
+    fn shuffle_shard(&mut self, hand: &[u32]) -> usize {
         let size = hand.len();
         let offset = self.enqueues % size;
         self.enqueues = self.enqueues.wrapping_add(1);
-        let (mut best, mut least) = (hand[offset], SeatSeconds::MAX);
-        for i in 0..size {
-            let q = hand[(offset + i) % size];
+        let (mut best, mut least) = (hand[offset] as usize, SeatSeconds::MAX);
+        let (after, before) = hand.split_at(offset);
+        for &q in before.iter().chain(after) {
+            let q = q as usize;
             let work = self.queues[q].sum.total_work;
             if work < least {
                 (best, least) = (q, work);
@@ -252,41 +296,52 @@ impl QueueSet {
         best
     }
 
-    /// Dispatches as many waiting requests as fit, by fair queuing.
-    pub(crate) fn dispatch(&mut self) -> Vec<Dispatch> {
-        let mut out = Vec::new();
+    /// Dispatches as many waiting requests as fit, by fair queuing, handing
+    /// each to `each` in order.
+    pub(crate) fn dispatch(&mut self, mut each: impl FnMut(Dispatch)) {
         while self.waiting > 0 && self.seats_in_use < u64::from(self.limit) {
             match self.dispatch_one() {
-                Some(d) => out.push(d),
+                Some(d) => each(d),
                 None => break,
             }
         }
-        out
     }
 
     fn dispatch_one(&mut self) -> Option<Dispatch> {
         let n = self.queues.len();
-        let mut min: Option<(usize, SeatSeconds)> = None;
-        let mut robin = self.robin;
-        for _ in 0..n {
-            robin = (robin + 1) % n;
-            let q = &self.queues[robin];
-            if let Some(head) = q.waiting.front() {
-                let finish = q.next_dispatch_r.plus(head.total_work);
-                if min.is_none_or(|(_, least)| finish < least) {
-                    min = Some((robin, finish));
-                }
-            }
-        }
+        // Round robin from the queue after the one served last: the
+        // queues above it, then those up to it. Only queues with a request
+        // waiting can win, so the others are skipped.
+        let start = (self.robin + 1) % n.max(1);
+        let mut min = None;
+        scan(&self.occupied, &self.finish, start, n, &mut min);
+        scan(&self.occupied, &self.finish, 0, start, &mut min);
         let (index, _) = min?;
         let head = self.queues[index].waiting.front()?;
         if !self.fits(head.max_seats()) {
             return None;
         }
-        let limit = self.limit;
         let q = &mut self.queues[index];
-        let mut waiter = q.remove(0)?;
-        let seats = waiter.max_seats();
+        let waiter = q.remove(0)?;
+        if q.waiting.is_empty() {
+            self.occupied[index / 64] &= !(1 << (index % 64));
+        }
+        self.waiting -= 1;
+        self.seats_waiting -= waiter.max_seats();
+        Some(self.execute(index, waiter))
+    }
+
+    /// Brings queue `q`'s entry in [`finish`](Self::finish) up to date.
+    fn refresh(&mut self, q: usize) {
+        let queue = &self.queues[q];
+        if let Some(head) = queue.waiting.front() {
+            self.finish[q] = queue.next_dispatch_r.plus(head.total_work);
+        }
+    }
+
+    /// `waiter`, out of its queue `index`, starts executing.
+    fn execute(&mut self, index: usize, mut waiter: Waiter) -> Dispatch {
+        let limit = self.limit;
         // Final seats beyond the limit are lowered to it, the additional
         // latency stretched to keep the same final work.
         if waiter.work.final_seats > limit {
@@ -294,21 +349,21 @@ impl QueueSet {
             waiter.work.additional_latency = waiter.final_work.per_seat(f64::from(limit));
         }
         self.robin = index;
-        self.waiting -= 1;
-        self.seats_waiting -= seats;
         let held = waiter.max_seats();
+        let q = &mut self.queues[index];
         q.executing += 1;
         q.seats_in_use += held;
         q.next_dispatch_r = q.next_dispatch_r.plus(waiter.total_work);
         q.bound_next_dispatch();
+        self.refresh(index);
         self.executing += 1;
         self.seats_in_use += held;
         self.dispatched += 1;
-        Some(Dispatch {
+        Dispatch {
             ticket: waiter.ticket,
             queue: index,
             work: waiter.work,
-        })
+        }
     }
 
     /// A request's initial phase ended after running for `ran` (after
@@ -321,13 +376,18 @@ impl QueueSet {
             return;
         };
         q.executing -= 1;
-        let estimate = self.estimate.as_nanos() as f64;
-        let correction =
-            SeatSeconds::of(f64::from(initial_seats), estimate - ran.as_nanos() as f64);
+        let estimate = seat_seconds::nanos(self.estimate);
+        let correction = SeatSeconds::of(
+            f64::from(initial_seats),
+            estimate - seat_seconds::nanos(ran),
+        );
         q.next_dispatch_r = q.next_dispatch_r.minus(correction);
         q.bound_next_dispatch();
         if !q.is_active() {
             self.active_queues -= 1;
+        }
+        if let Some(i) = queue {
+            self.refresh(i);
         }
     }
 
@@ -351,13 +411,47 @@ impl QueueSet {
         };
         let waiter = q.remove(at).expect("found above");
         q.bound_next_dispatch();
+        if q.waiting.is_empty() {
+            self.occupied[queue / 64] &= !(1 << (queue % 64));
+        }
         if !q.is_active() {
             self.active_queues -= 1;
         }
+        self.refresh(queue);
         self.waiting -= 1;
         self.seats_waiting -= waiter.max_seats();
         self.rejected += 1;
         self.cancelled += 1;
         true
+    }
+}
+
+/// The queue of least `finish` among those with a request waiting
+/// (`occupied`) whose index is in `lo..hi`, visited in order, against the
+/// least so far in `min`: a tie keeps the queue visited first.
+fn scan(
+    occupied: &[u64],
+    finish: &[SeatSeconds],
+    lo: usize,
+    hi: usize,
+    min: &mut Option<(usize, SeatSeconds)>,
+) {
+    let words = occupied.iter().enumerate();
+    for (w, &word) in words.take(hi.div_ceil(64)).skip(lo / 64) {
+        let mut bits = word;
+        if w == lo / 64 {
+            bits &= u64::MAX << (lo % 64);
+        }
+        if w == hi / 64 {
+            bits &= (1u64 << (hi % 64)) - 1;
+        }
+        while bits != 0 {
+            let index = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let f = finish[index];
+            if min.is_none_or(|(_, least)| f < least) {
+                *min = Some((index, f));
+            }
+        }
     }
 }

@@ -65,7 +65,11 @@ impl Queue {
 
     /// Takes the request at `at` out of the queue.
     pub(crate) fn remove(&mut self, at: usize) -> Option<Waiter> {
-        let waiter = self.waiting.remove(at)?;
+        let waiter = if at == 0 {
+            self.waiting.pop_front()?
+        } else {
+            self.waiting.remove(at)?
+        };
         self.sum.initial_seats -= u64::from(waiter.work.initial_seats);
         self.sum.max_seats -= waiter.max_seats();
         self.sum.total_work = self.sum.total_work.minus(waiter.total_work);

@@ -28,12 +28,12 @@ impl SeatSeconds {
     /// products wrap (they are subtracted by adding them).
     pub(crate) fn of(seats: f64, nanos: f64) -> SeatSeconds {
         // Out-of-range floats saturate in `as`.
-        SeatSeconds((seats * nanos / (1e9 / SCALE)).round() as i64 as u64)
+        SeatSeconds(round(seats * nanos / (1e9 / SCALE)) as u64)
     }
 
     /// `seats` × `duration`.
     pub(crate) fn times(seats: f64, duration: Duration) -> SeatSeconds {
-        SeatSeconds::of(seats, duration.as_nanos() as f64)
+        SeatSeconds::of(seats, nanos(duration))
     }
 
     /// Wrapping sum.
@@ -57,6 +57,36 @@ impl SeatSeconds {
     }
 }
 
+/// `d` in nanoseconds, as a float (as `d.as_nanos() as f64`, without the
+/// 128-bit conversion while the count fits 64 bits).
+pub(crate) fn nanos(d: Duration) -> f64 {
+    let n = d.as_secs().checked_mul(1_000_000_000);
+    match n.and_then(|n| n.checked_add(u64::from(d.subsec_nanos()))) {
+        Some(n) => n as f64,
+        None => d.as_nanos() as f64,
+    }
+}
+
+/// `x` rounded half away from zero and saturated, as `x.round() as i64`,
+/// without a call to the C library's `round`.
+fn round(x: f64) -> i64 {
+    // Below 2^52 in magnitude, the truncation and the fraction left are
+    // exact.
+    if x.abs() < 4_503_599_627_370_496.0 {
+        let t = x as i64;
+        let fraction = x - t as f64;
+        if fraction >= 0.5 {
+            t + 1
+        } else if fraction <= -0.5 {
+            t - 1
+        } else {
+            t
+        }
+    } else {
+        x.round() as i64
+    }
+}
+
 impl fmt::Display for SeatSeconds {
     /// As Kubernetes prints it: whole seat-seconds, a point, eight digits,
     /// and `ss`.
@@ -69,6 +99,40 @@ impl fmt::Display for SeatSeconds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_agrees_with_the_standard_library() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut samples = vec![
+            0.5,
+            -0.5,
+            1.5,
+            -2.5,
+            0.49999999999999994,
+            4503599627370495.5,
+        ];
+        samples.extend([
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            1e300,
+            -1e19,
+            9.3e18,
+        ]);
+        for _ in 0..100_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let scale = 10f64.powi((x >> 59) as i32 - 8);
+            samples.push(((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale);
+            samples.push((x % 1000) as f64 / 2.0 - 250.0);
+        }
+        for v in samples {
+            assert_eq!(round(v), v.round() as i64, "{v}");
+        }
+        let d = Duration::new(u64::MAX, 999_999_999);
+        assert_eq!(nanos(d), d.as_nanos() as f64);
+    }
 
     #[test]
     fn products_round_to_the_unit_and_negatives_wrap() {

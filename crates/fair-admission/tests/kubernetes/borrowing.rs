@@ -66,7 +66,7 @@ fn closed_loop(
         if now >= to {
             break;
         }
-        let mut started = apf.advance(Duration::from_nanos(now));
+        let mut started = apf.advance_to(Duration::from_nanos(now));
         while now >= division {
             for (i, &l) in levels.iter().enumerate() {
                 seats[i].push(apf.level_stats(l).unwrap().seats);
@@ -223,7 +223,7 @@ fn test_update_borrowing() {
             mid_requests.push(t);
         }
     }
-    apf.advance(period(1));
+    apf.advance_to(period(1));
     assert_eq!(seats(&apf), [970, 120, 60, 30], "scenario 1");
     // Scenario 2: the exempt level's demand falls to what the others leave
     // once each is halfway between its minimum and its nominal seats.
@@ -233,8 +233,8 @@ fn test_update_borrowing() {
         let Admit::Dispatched(t) = t else { panic!() };
         apf.complete(t).unwrap();
     }
-    apf.advance(period(2));
-    apf.advance(period(3));
+    apf.advance_to(period(2));
+    apf.advance_to(period(3));
     assert_eq!(
         seats(&apf),
         [exp_exempt, exp_high, exp_mid, exp_low],
@@ -254,7 +254,7 @@ fn test_update_borrowing() {
     }
     let mid_stats = apf.level_stats(mid).unwrap();
     assert_eq!(mid_stats.seats_in_use + mid_stats.seats_waiting, 1);
-    apf.advance(period(4));
-    apf.advance(period(5));
+    apf.advance_to(period(4));
+    apf.advance_to(period(5));
     assert_eq!(seats(&apf), [exp_exempt, 240, 60, 30], "scenario 3");
 }

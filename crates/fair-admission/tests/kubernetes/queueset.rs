@@ -272,7 +272,7 @@ fn test_context_cancel() {
         panic!("the second waits: {second:?}")
     };
     assert_eq!(apf.level_stats(level).unwrap().waiting, 1);
-    apf.advance(SECOND);
+    apf.advance_to(SECOND);
     assert!(apf.cancel(second), "it was still waiting");
     assert_eq!(apf.complete(first), Some(vec![]), "nothing else runs");
     let stats = apf.level_stats(level).unwrap();

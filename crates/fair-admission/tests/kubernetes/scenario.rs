@@ -139,7 +139,7 @@ impl Run {
         self.demand_integral.0 += self.demand.0 * dt;
         self.demand_integral.1 += self.demand.1 * dt;
         self.now = t;
-        let dispatched = self.apf.advance(Duration::from_nanos(t as u64));
+        let dispatched = self.apf.advance_to(Duration::from_nanos(t as u64));
         self.started(dispatched);
     }
 
