@@ -5,8 +5,9 @@
 
 use fair_admission::{Admit, Apf, LevelSpec, LimitResponse, WorkEstimate};
 
-/// The one queue's row of the dump: (pending, initial seats sum, max seats sum).
-fn queue(apf: &Apf) -> (String, String, String) {
+/// The one queue's row of the dump: (pending, seats in use, initial seats
+/// sum, max seats sum).
+fn queue(apf: &Apf) -> (String, String, String, String) {
     let table = apf.dump().queues();
     let row: Vec<String> = table
         .lines()
@@ -15,7 +16,12 @@ fn queue(apf: &Apf) -> (String, String, String) {
         .split(',')
         .map(|c| c.trim().to_owned())
         .collect();
-    (row[2].clone(), row[6].clone(), row[7].clone())
+    (
+        row[2].clone(),
+        row[4].clone(),
+        row[6].clone(),
+        row[7].clone(),
+    )
 }
 
 #[test]
@@ -39,16 +45,26 @@ fn a_queues_sums_drop_when_a_request_is_dispatched_or_cancelled() {
     let Admit::Queued(carol) = apf.admit(level, &"carol", 1).admit else {
         panic!("no seat left")
     };
-    assert_eq!(queue(&apf), ("2".into(), "2".into(), "2".into()));
+    assert_eq!(
+        queue(&apf),
+        ("2".into(), "1".into(), "2".into(), "2".into())
+    );
 
     // Alice's seat goes to Bob: he leaves the queue.
     let dispatched = apf.complete(alice).expect("alice was running");
     assert_eq!(dispatched.len(), 1);
-    assert_eq!(queue(&apf), ("1".into(), "1".into(), "1".into()));
+    // Alice's seat is freed, Bob's taken.
+    assert_eq!(
+        queue(&apf),
+        ("1".into(), "1".into(), "1".into(), "1".into())
+    );
 
     // Carol gives up waiting.
     assert!(apf.cancel(carol));
-    assert_eq!(queue(&apf), ("0".into(), "0".into(), "0".into()));
+    assert_eq!(
+        queue(&apf),
+        ("0".into(), "1".into(), "0".into(), "0".into())
+    );
 }
 
 /// The queue index of each waiting request, by flow, from the dump.
