@@ -1,7 +1,8 @@
 //! A queue's sums of the work waiting in it, as the dump shows them: they
 //! follow the requests that leave it, dispatched or cancelled, and a new
 //! request joins the queue of its hand with the least work waiting, as in
-//! Kubernetes' queue set.
+//! Kubernetes' queue set; a dispatched request's final seats beyond the
+//! limit are lowered to it.
 
 use fair_admission::{Admit, Apf, LevelSpec, LimitResponse, WorkEstimate};
 
@@ -131,4 +132,35 @@ fn a_request_joins_the_queue_of_its_hand_with_the_least_work_waiting() {
     };
     assert_eq!(&queue["r5"], lighter, "{queue:?}");
     assert_eq!(&queue["r6"], lighter, "{queue:?}");
+}
+
+#[test]
+fn final_seats_beyond_the_limit_are_lowered_to_it_keeping_the_final_work() {
+    let queuing = LimitResponse::Queue {
+        queues: 1,
+        queue_length_limit: 10,
+        hand_size: 1,
+    };
+    let mut apf = Apf::builder(2)
+        .level("workload", LevelSpec::limited(1, queuing))
+        .build()
+        .unwrap();
+    let level = apf.level_id("workload").unwrap();
+    let mut write = WorkEstimate::seats(1);
+    write.final_seats = 5;
+    write.additional_latency = std::time::Duration::from_millis(10);
+    let Admit::Dispatched(ticket) = apf.admit(level, &"writer", write).admit else {
+        panic!("a free seat")
+    };
+    apf.name_flow(ticket, "workload", "writer");
+    let table = apf.dump().requests();
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(str::trim)
+        .collect();
+    // 5 seats for 10 ms become the level's 2 seats for 25 ms.
+    assert_eq!(row[7..9], ["2", "25ms"], "{table}");
 }
