@@ -21,19 +21,16 @@ impl Cluster {
     pub fn start(masters: usize) -> Cluster {
         let nodes: Vec<Server> = (0..masters * 2)
             .map(|_| {
-                let port = crate::redis_server::free_port();
-                Server::with_port_and_args(
-                    port,
-                    vec![
-                        "--cluster-enabled".into(),
-                        "yes".into(),
-                        // In the node's own directory, kept across restarts.
-                        "--cluster-config-file".into(),
-                        "nodes.conf".into(),
-                        "--cluster-node-timeout".into(),
-                        "2000".into(),
-                    ],
-                )
+                // A port whose bus port (+ 10000) is free and valid.
+                Server::with_args(vec![
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    // In the node's own directory, kept across restarts.
+                    "--cluster-config-file".into(),
+                    "nodes.conf".into(),
+                    "--cluster-node-timeout".into(),
+                    "2000".into(),
+                ])
             })
             .collect();
         let cluster = Cluster { nodes };
@@ -42,13 +39,18 @@ impl Cluster {
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port()));
         }
-        let status = create
+        let created = create
             .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .stdin(Stdio::null())
+            .output()
             .expect("redis-cli on PATH");
-        assert!(status.success(), "redis-cli --cluster create failed");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed ({}):\n{}{}",
+            created.status,
+            String::from_utf8_lossy(&created.stdout),
+            String::from_utf8_lossy(&created.stderr)
+        );
         cluster.wait_ok();
         // Every node knows every replica, and every replica is in sync.
         poll_until(

@@ -204,6 +204,45 @@ fn seeded_jitter_matches_the_in_process_manager() {
 }
 
 #[test]
+fn reads_between_advances_take_no_jitter_draw() {
+    // Only an advance draws: the seeded sequence of delays is the same
+    // with every read, reset and gc of other calls in between.
+    let rt = runtime();
+    rt.block_on(async {
+        let clock = MockClock::new();
+        let (initial, max) = (Duration::from_millis(100), Duration::from_secs(3_600));
+        let local = Backoff::<String>::builder(initial, max)
+            .jitter(0.5)
+            .seed(11)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let store = RedisBackoff::builder(initial, max)
+            .jitter(0.5)
+            .seed(11)
+            .clock(clock.clone())
+            .prefix(prefix("reads"))
+            .build(connect(&shared().url).await)
+            .unwrap();
+        for _ in 0..6 {
+            let t = clock.now();
+            store.get("k").await.unwrap();
+            store.is_in_backoff_since("k", Event::now()).await.unwrap();
+            store
+                .is_in_backoff_since_update("k", Event::now())
+                .await
+                .unwrap();
+            store.reset("other").await.unwrap();
+            store.gc_key("other").await.unwrap();
+            assert_eq!(
+                store.next("k", Event::now()).await.unwrap(),
+                local.next("k", t)
+            );
+        }
+    });
+}
+
+#[test]
 fn a_fleet_advances_each_key_once_per_window() {
     const REPLICAS: usize = 6;
     const KEYS: usize = 4;

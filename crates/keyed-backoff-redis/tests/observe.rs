@@ -74,6 +74,9 @@ fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
     let opened = position("breaker opened").expect("an event when the breaker opens");
     let closed = position("breaker closed").expect("an event when it closes");
     assert!(opened < closed, "{seen:?}");
+    // Once per recovery, not on every answer after it.
+    let closings = seen.iter().filter(|(_, m)| m.contains("breaker closed"));
+    assert_eq!(closings.count(), 1, "{seen:?}");
     assert_eq!(seen[opened].0, Level::WARN);
     // The timed-out call is Redis becoming unreachable: reported once,
     // and the call itself at DEBUG.

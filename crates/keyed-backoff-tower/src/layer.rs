@@ -40,10 +40,12 @@ use crate::service::KeyedBackoff;
 ///   [`budget`](Self::budget) allows. A retry sends a copy of the request
 ///   ([`replay`](Self::replay)).
 ///
-/// Defaults: every `Err` is a failure ([`RetryErrors`]); 3 retries per
-/// request, of a clone of it ([`CloneRequest`]); no budget; requests wait as long as their key's window lasts;
-/// a `Retry-After` is honoured up to the manager's
-/// [`max`](Backoff::max) backoff.
+/// Defaults: every `Err` is a failure ([`RetryErrors`]): the layer serves
+/// any service and cannot read its responses, so for HTTP a `429` is a
+/// success until `.retry_if(RetryHttp)` (feature `http`) says otherwise;
+/// 3 retries per request, of a clone of it ([`CloneRequest`]); no budget;
+/// requests wait as long as their key's window lasts; a `Retry-After` is
+/// honoured up to the manager's [`max`](Backoff::max) backoff.
 ///
 /// Waits sleep on tokio's timer for as long as the manager's clock says
 /// is left, so the manager may run on any clock. Under tokio's paused

@@ -19,7 +19,9 @@ use serde_json::Value;
 
 pub type Store = RedisBackoff<ConnectionManager>;
 
-/// One server for the tests that do not disturb it.
+/// One server for the tests that do not disturb it. A `static` is never
+/// dropped: the server's watchdog stops it, and removes its directory,
+/// when the test binary exits (see `keyed_backoff_testkit::redis_server`).
 pub fn shared() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
     SERVER.get_or_init(Server::start)
