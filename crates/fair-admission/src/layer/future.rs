@@ -12,8 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
-use super::seat::{Seat, Waiting};
-use super::shared::{Admitted, Limits, Shared};
+use super::shared::{Admitted, Limits, Seat, Shared, Waiting};
 use super::{BoxError, Class, Overloaded};
 use crate::Rejected;
 

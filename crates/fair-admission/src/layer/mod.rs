@@ -7,7 +7,6 @@ mod error;
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
-mod seat;
 mod service;
 mod shared;
 #[cfg(test)]
@@ -19,6 +18,6 @@ pub use future::ResponseFuture;
 #[cfg(feature = "http")]
 pub(crate) use future::{Call, Failure};
 pub use layer::FairnessLayer;
-#[cfg(feature = "http")]
-pub(crate) use seat::Seat;
 pub use service::Fairness;
+#[cfg(feature = "http")]
+pub(crate) use shared::Seat;

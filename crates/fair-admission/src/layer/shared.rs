@@ -12,7 +12,6 @@ use std::time::Duration;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::time::Instant;
 
-use super::seat::{Seat, Waiting};
 use super::{Class, Overloaded};
 use crate::apf::{Completed, Events, Level, Phase, Timing};
 use crate::observe::Observer;
@@ -417,4 +416,62 @@ impl Shared {
 /// "never" is).
 pub(crate) fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+// The guards a request holds: each gives back what it holds when dropped.
+
+/// A queued request's place; if it is dropped while the request waits, the
+/// place is given up (or, if it was just dispatched, the seat is released).
+pub(crate) struct Waiting {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ticket: Ticket,
+    pub(crate) arrived: Instant,
+    /// When its wait runs out.
+    pub(crate) deadline: Instant,
+    pub(crate) limits: Limits,
+    /// Whether dropping it gives its place up (not once it has its seat or
+    /// its refusal).
+    pub(crate) armed: bool,
+}
+
+impl Waiting {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        ticket: Ticket,
+        arrived: Instant,
+        limits: Limits,
+    ) -> Self {
+        let deadline = arrived
+            .checked_add(limits.queue_wait)
+            .unwrap_or_else(far_future);
+        Waiting {
+            shared,
+            ticket,
+            arrived,
+            deadline,
+            limits,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.abandon(self.ticket, Instant::now());
+        }
+    }
+}
+
+/// Seats held by a running request, released when it finishes, fails, or
+/// is dropped (and, for its work's additional latency, after that).
+pub(crate) struct Seat {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ticket: Ticket,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.shared.release(self.ticket, Instant::now());
+    }
 }
