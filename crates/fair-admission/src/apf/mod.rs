@@ -9,7 +9,9 @@ mod time;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-pub(crate) use level::{Completed, Level, Names, Phase, Request};
+#[cfg(feature = "tower")]
+pub(crate) use level::Completed;
+pub(crate) use level::{Level, Names, Phase, Request};
 pub use level::{LevelId, LevelStats};
 pub(crate) use time::{Events, Timing};
 
