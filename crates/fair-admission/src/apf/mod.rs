@@ -13,7 +13,9 @@ use std::time::Duration;
 pub(crate) use level::Completed;
 pub(crate) use level::{Level, Names, Phase, Request};
 pub use level::{LevelId, LevelStats};
-pub(crate) use time::{Events, Timing};
+#[cfg(feature = "tower")]
+pub(crate) use time::Events;
+pub(crate) use time::Timing;
 
 use crate::spec::Declared;
 use crate::{Admission, Rejected, Ticket};
