@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Backoff, GcGuard, InBackoff, SpawnError};
+use keyed_backoff::{Advanced, Backoff, GcGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
@@ -132,7 +132,11 @@ where
     /// (the run came early, typically from a watch event), the failure is
     /// not counted and the object is requeued at the wait left.
     /// Use it in a hand-written error policy; [`error_policy`](Self::error_policy)
-    /// is exactly this.
+    /// is exactly this for an error the reconcile wrapper did not record.
+    /// With a [`shared`](crate::ObjectBackoffBuilder::shared) store, a
+    /// synchronous call cannot wait for it: the local fallback answers
+    /// unless the store answers at once, and the store is told in the
+    /// background (the reconcile wrapper waits for the store instead).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -158,7 +162,17 @@ where
 
     /// A failure of `key`, told to the gate once: the requeue it decides.
     pub(crate) fn failed(&self, key: &ObjectKey<K>) -> Action {
-        match self.shared.gate.fail(key) {
+        self.decided(key, self.shared.gate.fail(key))
+    }
+
+    /// [`failed`](Self::failed), waiting for a shared store's answer.
+    pub(crate) async fn failed_async(&self, key: &ObjectKey<K>) -> Action {
+        self.decided(key, self.shared.gate.fail_async(key).await)
+    }
+
+    /// The requeue for the gate's answer to a failure of `key`, counted.
+    fn decided(&self, key: &ObjectKey<K>, answer: Result<Advanced, InBackoff>) -> Action {
+        match answer {
             Ok(level) => {
                 self.shared.tally.failures.add_one();
                 let now = self.manager().clock().now();
@@ -207,6 +221,14 @@ where
         }
     }
 
+    /// [`succeeded`](Self::succeeded), waiting for a shared store's answer.
+    pub(crate) async fn succeeded_async(&self, key: &ObjectKey<K>) {
+        self.shared.tally.successes.add_one();
+        if self.shared.gate.succeed_async(key).await {
+            observe::reset(key);
+        }
+    }
+
     /// Removes `obj`'s entry without counting a success, for an object that
     /// was deleted: its memory is freed now instead of at the first GC after
     /// it expires. Returns whether there was an entry.
@@ -226,11 +248,14 @@ where
     /// # }
     /// ```
     pub fn reset(&self, obj: &K) -> bool {
-        self.manager().reset(&self.key(obj))
+        self.shared.gate.forget(&self.key(obj))
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
-    /// is not in backoff.
+    /// is not in backoff. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback's wait (a synchronous call cannot wait for the store; a
+    /// run's question in the reconcile wrapper asks it).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -255,7 +280,9 @@ where
     }
 
     /// How many failures `obj` has had since its backoff was last reset
-    /// (0 if none): a per-object gauge for metrics.
+    /// (0 if none): a per-object gauge for metrics. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback's count; [`level`](Self::level) asks the store.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -270,6 +297,31 @@ where
     /// ```
     pub fn attempts(&self, obj: &K) -> u32 {
         self.manager().attempts(&self.key(obj))
+    }
+
+    /// `obj`'s level where its backoff is kept: its backoff and the
+    /// failures counted, or `None` when it has no live entry. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the store's
+    /// answer (the local fallback's when the store cannot answer);
+    /// otherwise ready at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.level(&cm).await, None);
+    /// backoff.on_error(&cm);
+    /// let level = backoff.level(&cm).await.unwrap();
+    /// assert_eq!((level.backoff, level.attempts), (Duration::from_secs(10), 1));
+    /// # }
+    /// ```
+    pub async fn level(&self, obj: &K) -> Option<Advanced> {
+        self.shared.gate.level(&self.key(obj)).await
     }
 
     /// The totals so far: failures counted, early failures refused,
@@ -293,10 +345,15 @@ where
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.tally.read(self.shared.gate.outage())
+        let gate = &self.shared.gate;
+        self.shared
+            .tally
+            .read(gate.outage(), gate.fallback_answers())
     }
 
-    /// The underlying keyed manager, for what this type does not wrap:
+    /// The underlying keyed manager (with a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, its local
+    /// fallback), for what this type does not wrap:
     /// [`stats`](Backoff::stats), [`snapshot`](Backoff::snapshot),
     /// [`entries`](Backoff::entries).
     ///

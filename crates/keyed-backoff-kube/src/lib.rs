@@ -109,6 +109,7 @@ mod presets;
 mod prometheus;
 mod rate_limit;
 mod reconcile;
+mod shared;
 mod stats;
 
 pub use backoff::{ObjectBackoff, ObjectManager};
@@ -117,7 +118,7 @@ pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
-    ConfigError, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+    Advanced, ConfigError, Gate, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
 };
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
