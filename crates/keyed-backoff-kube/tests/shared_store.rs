@@ -172,3 +172,123 @@ async fn a_new_controller_waits_out_the_backoff_the_last_one_left() {
     assert_eq!(first.level(&cm).await, None);
     assert!(!exists());
 }
+
+/// With Redis stopped, every decision falls back to the in-process ladder:
+/// no object is retried at once, the waits climb to the cap and no
+/// further, and each answer (each run's question, each failure) is
+/// counted.
+#[tokio::test(start_paused = true)]
+async fn with_redis_down_the_fallback_answers_on_the_same_ladder() {
+    let mut server = Server::start();
+    if !server.owned() {
+        return; // REDIS_URL's server is not the test's to stop
+    }
+    let fleet = fleet("down");
+    let backoff = backoff_over(Blocking(Arc::new(replica(&fleet, &server).await)));
+    server.stop();
+    let objects = vec![configmap("a", 1), configmap("b", 1)];
+    let ctx = run_controller(
+        ApiServer::new(objects),
+        &backoff,
+        Ctx::new(&[], &[]),
+        Duration::from_secs(40),
+    )
+    .await;
+    let ladder = [1, 2, 4, 8, 16, 16].map(|s| Action::requeue(Duration::from_secs(s)));
+    for name in ["a", "b"] {
+        assert_eq!(
+            ctx.timeline(name),
+            [0.0, 1.0, 3.0, 7.0, 15.0, 31.0],
+            "{name}"
+        );
+        let requeues = ctx.requeues.lock().unwrap();
+        let answered: Vec<Action> = requeues
+            .iter()
+            .filter(|(n, ..)| n == name)
+            .map(|(_, _, action, _)| action.clone())
+            .collect();
+        assert_eq!(answered, ladder, "{name}");
+    }
+    let c = backoff.stats();
+    assert_eq!((c.failures, c.refusals, c.skips), (12, 0, 0));
+    // Twelve runs: each one's question and its failure.
+    assert_eq!(c.fallback_answers, 24);
+}
+
+/// A hand-written error policy's `on_error` cannot wait for Redis: the
+/// fallback answers at once, and the store is told in the background.
+#[tokio::test(start_paused = true)]
+async fn on_error_answers_at_once_and_the_store_hears_of_it() {
+    let server = Server::start();
+    let fleet = fleet("on-error");
+    let backoff = backoff_over(Blocking(Arc::new(replica(&fleet, &server).await)));
+    let cm = configmap("a", 1);
+    assert_eq!(backoff.on_error(&cm), Action::requeue(INITIAL));
+    assert_eq!(backoff.stats().fallback_answers, 1);
+    // The store's call runs on: poll the store, with a deadline.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while backoff.level(&cm).await.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store never heard"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(backoff.level(&cm).await, level(1, 1));
+    assert_eq!(backoff.stats().fallback_answers, 1);
+}
+
+/// kube's `Action` has no getter: its wait, read from its `Debug` text.
+fn requeue_after(action: &Action) -> Duration {
+    let text = format!("{action:?}");
+    let inner = text
+        .split("Some(")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .unwrap_or_else(|| panic!("no requeue in {text}"));
+    let (number, scale) = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+        .iter()
+        .find_map(|(unit, scale)| inner.strip_suffix(unit).map(|n| (n, *scale)))
+        .unwrap_or_else(|| panic!("no unit in {inner}"));
+    Duration::from_secs_f64(number.parse::<f64>().expect("a number") * scale)
+}
+
+/// On Redis' own clock (`TIME`, the default) and real time: a failure
+/// recorded through one controller's backoff makes a run through a new
+/// one, on its own connection, skip for the wait left.
+#[tokio::test]
+async fn on_redis_time_a_new_backoff_skips_for_the_wait_left() {
+    let server = Server::start();
+    let (initial, max) = (Duration::from_secs(10), Duration::from_secs(300));
+    let prefix = format!("kube-redis-time-{}", std::process::id());
+    let backoff = || async {
+        let store = RedisBackoff::builder(initial, max)
+            .prefix(prefix.clone())
+            .open(&server.url)
+            .await
+            .unwrap();
+        ObjectBackoff::<ConfigMap>::builder(initial, max)
+            .shared(store)
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (backoff().await, backoff().await);
+    let cm = Arc::new(configmap("a", 1));
+    let mut failing = first.reconciler(|_, _: Arc<()>| async { Err::<Action, _>(support::Failed) });
+    let err = failing(cm.clone(), Arc::new(())).await.unwrap_err();
+    assert_eq!(err.requeue(), Some(Action::requeue(initial)));
+
+    let mut never = second.reconciler(|_, _: Arc<()>| async {
+        panic!("the body ran during the backoff");
+        #[allow(unreachable_code)]
+        Ok::<Action, support::Failed>(Action::await_change())
+    });
+    let wait = requeue_after(&never(cm.clone(), Arc::new(())).await.unwrap());
+    assert!(
+        wait <= initial && wait > initial - Duration::from_secs(2),
+        "{wait:?}"
+    );
+    assert_eq!(second.level(&cm).await, level(10, 1));
+    let c = second.stats();
+    assert_eq!((c.skips, c.fallback_answers), (1, 0));
+}
