@@ -118,6 +118,12 @@ where
         self.shared.gate.outage().is_some()
     }
 
+    /// Whether the object backoff is kept in a shared store.
+    #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
+    pub(crate) fn shares_a_store(&self) -> bool {
+        matches!(self.shared.gate, ObjectGate::Shared(_))
+    }
+
     /// The totals, for the parts of the crate that count.
     pub(crate) fn tally(&self) -> &Tally {
         &self.shared.tally
@@ -194,7 +200,10 @@ where
     }
 
     /// Records a successful reconcile of `obj`: its backoff is reset, so its
-    /// next failure starts again at the initial delay.
+    /// next failure starts again at the initial delay. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback forgets it at once and the store when it answers (in the
+    /// background).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -231,7 +240,9 @@ where
 
     /// Removes `obj`'s entry without counting a success, for an object that
     /// was deleted: its memory is freed now instead of at the first GC after
-    /// it expires. Returns whether there was an entry.
+    /// it expires. Returns whether there was an entry (with a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, in the local
+    /// fallback; the store forgets it too, in the background).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -31,6 +31,15 @@
 //! GC ([`ObjectBackoff::spawn_gc_task`]), or at once with
 //! [`ObjectBackoff::reset`].
 //!
+//! # Across restarts and replicas
+//!
+//! [`shared`](ObjectBackoffBuilder::shared) keeps every object's backoff in
+//! a store the controller's replicas share (the Redis store of
+//! `keyed-backoff-redis`, or any [`Gate`] over string keys), so that a
+//! restarted controller or a new leader finds each broken object where the
+//! last one left it; while the store is unreachable, the builder's own
+//! in-process manager answers in its place.
+//!
 //! # Presets
 //!
 //! | preset | per object | whole controller | source |

@@ -213,6 +213,15 @@ async fn with_redis_down_the_fallback_answers_on_the_same_ladder() {
     assert_eq!((c.failures, c.refusals, c.skips), (12, 0, 0));
     // Twelve runs: each one's question and its failure.
     assert_eq!(c.fallback_answers, 24);
+    #[cfg(feature = "prometheus-client")]
+    {
+        let mut registry = prometheus_client::registry::Registry::default();
+        backoff.register(&mut registry, "configmaps");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let sample = "keyed_backoff_fallback_answers_total{controller=\"configmaps\"} 24";
+        assert!(text.lines().any(|l| l == sample), "{text}");
+    }
 }
 
 /// A hand-written error policy's `on_error` cannot wait for Redis: the
