@@ -154,7 +154,7 @@ where
     }
 
     /// Turns on outage-aware backoff (the core's
-    /// [`BackoffBuilder::outage`](keyed_backoff::BackoffBuilder::outage))
+    /// [`OutageAware`](keyed_backoff::OutageAware) around the manager)
     /// and with it [`skip_while_in_backoff`](Self::skip_while_in_backoff):
     /// when many objects newly fail together while (almost) none succeeds,
     /// no object climbs its own ladder; the objects wait on one short

@@ -12,7 +12,7 @@
 //!   requeued at the wait that was left.
 //! - [`ObjectBackoff::reconciler`] wraps the reconcile function: a success
 //!   resets the object's backoff; a panic fails only its own object (it
-//!   becomes [`ReconcileError::Panicked`], backed off like an error); and
+//!   becomes a [`ReconcileError`] that [`is_panic`](ReconcileError::is_panic), backed off like an error); and
 //!   (opt-in, [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff))
 //!   a run triggered while the object is still in backoff skips the body and
 //!   requeues at the wait left.

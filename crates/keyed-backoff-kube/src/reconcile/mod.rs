@@ -69,9 +69,11 @@ where
     /// Wraps a reconcile function for [`Controller::run`](kube::runtime::Controller::run):
     ///
     /// - a success resets the object's backoff;
-    /// - an error is returned as [`ReconcileError::Reconcile`];
+    /// - an error is returned as a [`ReconcileError`] carrying it
+    ///   ([`ReconcileError::as_inner`]);
     /// - a panic, whether in the call or while the future runs, is caught,
-    ///   counted, and returned as [`ReconcileError::Panicked`], so the error
+    ///   counted, and returned as a [`ReconcileError`] that
+    ///   [`is_panic`](ReconcileError::is_panic), so the error
     ///   policy backs that object off and the controller keeps reconciling
     ///   every other object;
     /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
