@@ -16,9 +16,9 @@
 mod common;
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use common::rounds::{Row, env, per_call, report, two_threads};
 use common::{DashFloor, Floor, RwLockPort, kubelet_keys, populate_half_expired, visit_order};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock, MockInstant};
@@ -26,93 +26,6 @@ use keyed_backoff::clock::{Clock, MockClock, MockInstant};
 const INITIAL: Duration = Duration::from_secs(10);
 const MAX: Duration = Duration::from_secs(300);
 const KEYS: usize = 1_000;
-const OPS: usize = 400_000;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// Nanoseconds per call of `op` over the visiting order.
-fn per_call(order: &[&str], mut op: impl FnMut(&str) -> u64) -> f64 {
-    let start = Instant::now();
-    let mut acc = 0u64;
-    for i in 0..OPS {
-        acc = acc.wrapping_add(op(order[i % order.len()]));
-    }
-    black_box(acc);
-    start.elapsed().as_nanos() as f64 / OPS as f64
-}
-
-/// Nanoseconds per call of combined throughput, `op` on two threads.
-fn two_threads(order: &[&str], op: impl Fn(&str) -> u64 + Sync) -> f64 {
-    let line = Barrier::new(2);
-    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|th| {
-                let (line, op) = (&line, &op);
-                s.spawn(move || {
-                    line.wait();
-                    let start = Instant::now();
-                    let mut acc = 0u64;
-                    for i in 0..OPS {
-                        acc = acc.wrapping_add(op(order[(i + th * 7919) % order.len()]));
-                    }
-                    black_box(acc);
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().expect("worker"))
-            .collect()
-    });
-    let first = spans.iter().map(|s| s.0).min().expect("two");
-    let last = spans.iter().map(|s| s.1).max().expect("two");
-    last.duration_since(first).as_nanos() as f64 / (2 * OPS) as f64
-}
-
-struct Row {
-    name: &'static str,
-    rounds: Vec<Vec<f64>>,
-}
-
-impl Row {
-    fn new(name: &'static str) -> Self {
-        Row {
-            name,
-            rounds: Vec::new(),
-        }
-    }
-}
-
-/// Prints each target's median and each one's median ratio to `base`.
-fn report(title: &str, rows: &[Row], bases: &[usize]) {
-    println!("\n{title}");
-    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
-    let n = rows[0].rounds.len();
-    for (t, name) in names.iter().enumerate() {
-        let times: Vec<f64> = rows[t].rounds.iter().map(|r| r[0]).collect();
-        let mut line = format!("  {name:<16} median {:>8.1} ns", median(times));
-        for &b in bases {
-            if b != t {
-                let ratios: Vec<f64> = (0..n)
-                    .map(|i| rows[t].rounds[i][0] / rows[b].rounds[i][0])
-                    .collect();
-                line += &format!("   {:.2}x {}", median(ratios), names[b]);
-            }
-        }
-        println!("{line}");
-    }
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -160,35 +73,35 @@ fn main() {
         ];
         for _ in 0..rounds {
             let r = [
-                per_call(&order, |k| {
+                per_call(&order, |_, k| {
                     if write {
                         crate_.next(k, t0).as_nanos() as u64
                     } else {
                         u64::from(crate_.is_in_backoff_since_update(k, t0))
                     }
                 }),
-                per_call(&order, |k| {
+                per_call(&order, |_, k| {
                     if write {
                         crate_16.next(k, t0).as_nanos() as u64
                     } else {
                         u64::from(crate_16.is_in_backoff_since_update(k, t0))
                     }
                 }),
-                per_call(&order, |k| {
+                per_call(&order, |_, k| {
                     if write {
                         floor.next(k, t0).as_nanos() as u64
                     } else {
                         u64::from(floor.is_in_backoff_since_update(k, t0))
                     }
                 }),
-                per_call(&order, |k| {
+                per_call(&order, |_, k| {
                     if write {
                         rwlock.next(k, t0).as_nanos() as u64
                     } else {
                         u64::from(rwlock.is_in_backoff_since_update(k, t0))
                     }
                 }),
-                per_call(&order, |k| {
+                per_call(&order, |_, k| {
                     if write {
                         dash.next(k, t0).as_nanos() as u64
                     } else {
@@ -197,7 +110,7 @@ fn main() {
                 }),
             ];
             for (row, v) in rows.iter_mut().zip(r) {
-                row.rounds.push(vec![v]);
+                row.rounds.push(v);
             }
         }
         report(title, &rows, &[2, 3]);
@@ -207,13 +120,17 @@ fn main() {
         Row::new("crate_16shards"),
         Row::new("rwlock"),
     ];
+    // The second thread starts 7,919 keys further along the same order.
+    let mut ahead = order.clone();
+    ahead.rotate_left(7919);
+    let orders = [&order[..], &ahead[..]];
     for _ in 0..rounds {
-        let c = two_threads(&order, |k| crate_.next(k, t0).as_nanos() as u64);
-        let c16 = two_threads(&order, |k| crate_16.next(k, t0).as_nanos() as u64);
-        let p = two_threads(&order, |k| rwlock.next(k, t0).as_nanos() as u64);
-        rows[0].rounds.push(vec![c]);
-        rows[1].rounds.push(vec![c16]);
-        rows[2].rounds.push(vec![p]);
+        let c = two_threads(orders, |_, k| crate_.next(k, t0).as_nanos() as u64);
+        let c16 = two_threads(orders, |_, k| crate_16.next(k, t0).as_nanos() as u64);
+        let p = two_threads(orders, |_, k| rwlock.next(k, t0).as_nanos() as u64);
+        rows[0].rounds.push(c);
+        rows[1].rounds.push(c16);
+        rows[2].rounds.push(p);
     }
     report(
         "next, 1,000 keys, two threads (ns per call of combined throughput; port/crate = throughput ratio)",
@@ -248,9 +165,9 @@ fn main() {
         let start = Instant::now();
         assert_eq!(black_box(f.gc()), 500_000);
         let r = start.elapsed().as_nanos() as f64;
-        rows[0].rounds.push(vec![sized]);
-        rows[1].rounds.push(vec![default]);
-        rows[2].rounds.push(vec![r]);
+        rows[0].rounds.push(sized);
+        rows[1].rounds.push(default);
+        rows[2].rounds.push(r);
     }
     report(
         "gc of 1,000,000 entries, half expired (ns per sweep)",

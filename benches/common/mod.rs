@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each bench binary uses a different subset
 
+pub mod rounds;
+
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::Duration;

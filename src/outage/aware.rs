@@ -194,14 +194,15 @@ where
         let outcome = self.inner.fail(key).await?;
         if let Ok(level) = outcome {
             let fresh = level.attempts == 1;
-            self.watch.failed(key, fresh, self.now(), observe::outage);
+            self.watch
+                .failed(key, fresh, || self.now(), observe::outage);
         }
         Ok(outcome)
     }
 
     async fn succeed(&self, key: &K) -> Result<(), G::Error> {
         self.inner.succeed(key).await?;
-        self.watch.succeeded(key, self.now(), observe::outage);
+        self.watch.succeeded(key, || self.now(), observe::outage);
         Ok(())
     }
 

@@ -20,6 +20,8 @@
 //! again, but counts once.
 
 use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::FixedState;
 use std::time::Duration;
 
 use super::settings::OutageSettings;
@@ -72,7 +74,8 @@ pub(crate) struct Detector {
     /// as they reach the front or when they pile up.
     marks: VecDeque<Mark>,
     /// The number of each counted key's latest fresh failure.
-    latest: HashMap<u64, u64>,
+    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
+    latest: HashMap<u64, u64, FixedState>,
     fresh: u64,
     failures: u64,
     successes: u64,
@@ -91,7 +94,7 @@ impl Detector {
     pub(crate) fn new(settings: &OutageSettings) -> Self {
         Detector {
             marks: VecDeque::new(),
-            latest: HashMap::new(),
+            latest: HashMap::default(),
             fresh: 0,
             failures: 0,
             successes: 0,

@@ -3,18 +3,21 @@
 //! about a key before answering for it; the watch decides with the pure
 //! rules of its sibling modules and never touches a key's own state.
 //!
-//! Outside an outage the common outcomes cost no lock: a success or a
-//! failure that continues a key's ladder is one atomic add. Only a fresh
-//! failure (one that started a key's ladder) takes the lock, to be
-//! remembered by the detector, and only while an outage or its release is
-//! under way does every call take it.
+//! Outside an outage the common outcomes cost no lock and share no cache
+//! line between threads: a success or a failure that continues a key's
+//! ladder adds one to a counter that only the calling thread writes (for
+//! the first sixteen threads alive at once; any further ones share one,
+//! added to atomically), and the time is not even read. Only a fresh failure (one that started a key's
+//! ladder) takes the lock, to be remembered by the detector, and only
+//! while an outage or its release is under way does every call take it.
 //!
 //! Parked keys are remembered by a 64-bit hash of the key (seeded), not by
 //! the key: two keys whose hashes collide would merely share their turns.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -76,7 +79,8 @@ enum Phase {
 struct Inner<L> {
     detector: Detector,
     phase: Phase,
-    parked: HashMap<u64, Parked<L>>,
+    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
+    parked: HashMap<u64, Parked<L>, foldhash::fast::FixedState>,
     /// When the outage's latest outcomes were told (the last second's, at
     /// most the release rate of them): attempts that reached the
     /// dependency, counted against the release's first second.
@@ -90,11 +94,89 @@ pub(crate) struct Watch<L> {
     hasher: foldhash::quality::FixedState,
     /// False while nothing is parked: the common calls skip the lock.
     active: AtomicBool,
-    /// Every failure and success told outside the lock, in order of
-    /// arrival: the detector reads them when a fresh failure comes.
+    /// Every failure and success told outside the lock: the detector
+    /// reads their totals when a fresh failure comes.
+    told: Box<[Told; OWNED + 1]>,
+    inner: Mutex<Inner<L>>,
+}
+
+/// How many threads alive at once count in a counter of their own, which
+/// no other thread writes: an add is a plain load and store, with no
+/// atomic read-modify-write and no cache line shared between threads.
+/// Any further thread counts in one shared counter (the last), atomically.
+const OWNED: usize = 16;
+
+/// The failures and successes told by one thread (or, in the last
+/// counter, by the threads beyond [`OWNED`]), on a cache line of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct Told {
     failures: AtomicU64,
     successes: AtomicU64,
-    inner: Mutex<Inner<L>>,
+}
+
+impl Told {
+    /// Adds one to `count`: a plain load and store by its only writer, or
+    /// an atomic add on the `shared` counter.
+    #[inline]
+    fn add(count: &AtomicU64, shared: bool) {
+        match shared {
+            false => count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+            true => _ = count.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// The counter the calling thread writes, in every watch: its own while
+/// it lives, or the shared one ([`OWNED`]).
+#[inline]
+fn own_counter() -> usize {
+    thread_local! {
+        static OWN: Owner = Owner::take();
+    }
+    OWN.try_with(|own| own.0.min(OWNED)).unwrap_or(OWNED)
+}
+
+/// A thread's number, the lowest free one: while the thread lives it owns
+/// the counter of that number in every watch (if below [`OWNED`]), and it
+/// gives the number back when it ends. Numbers pass under a lock, so a
+/// counter's next owner reads what the last one wrote.
+struct Owner(usize);
+
+static FREE: Mutex<BinaryHeap<Reverse<usize>>> = parking_lot::const_mutex(BinaryHeap::new());
+static TAKEN: AtomicUsize = AtomicUsize::new(0);
+
+impl Owner {
+    fn take() -> Owner {
+        let lowest = FREE.lock().pop().map(|Reverse(n)| n);
+        Owner(lowest.unwrap_or_else(|| TAKEN.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        FREE.lock().push(Reverse(self.0));
+    }
+}
+
+/// A time on the outage's line, or how to read it: a caller that has it
+/// passes it, the wrapper passes the read, made only when needed.
+pub(crate) trait At {
+    fn at(self) -> Duration;
+}
+
+impl At for Duration {
+    #[inline]
+    fn at(self) -> Duration {
+        self
+    }
+}
+
+impl<F: FnOnce() -> Duration> At for F {
+    #[inline]
+    fn at(self) -> Duration {
+        self()
+    }
 }
 
 impl<L: Copy> Watch<L> {
@@ -104,12 +186,11 @@ impl<L: Copy> Watch<L> {
             settings,
             hasher: foldhash::quality::FixedState::with_seed(seed),
             active: AtomicBool::new(false),
-            failures: AtomicU64::new(0),
-            successes: AtomicU64::new(0),
+            told: Box::default(),
             inner: Mutex::new(Inner {
                 detector: Detector::new(&settings),
                 phase: Phase::Normal,
-                parked: HashMap::new(),
+                parked: HashMap::default(),
                 reached: VecDeque::new(),
                 outages: 0,
                 released: 0,
@@ -125,30 +206,43 @@ impl<L: Copy> Watch<L> {
     }
 
     /// A failure of `key` that its own backoff counted at `at`; `fresh`
-    /// when it started the key's ladder. Lock-free unless fresh.
+    /// when it started the key's ladder. Lock-free unless fresh, and `at`
+    /// is read only then.
     #[inline]
     pub(crate) fn failed<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         fresh: bool,
-        at: Duration,
+        at: impl At,
         events: impl FnMut(Event),
     ) {
-        let before = self.failures.fetch_add(1, Ordering::Relaxed);
+        let own = own_counter();
+        Told::add(&self.told[own].failures, own == OWNED);
         if fresh {
-            self.record_fresh(self.hasher.hash_one(key), before, at, events);
+            self.record_fresh(self.hasher.hash_one(key), at.at(), events);
         }
     }
 
-    /// A fresh failure of the key with `hash`, `before` failures told
-    /// before it: remembered by the detector, which may declare an outage.
+    /// The failures and successes told so far, over every thread. Read
+    /// under the lock, so that each reading is at least the one before
+    /// (every counter only grows).
+    fn totals(&self, _locked: &mut Inner<L>) -> (u64, u64) {
+        self.told.iter().fold((0, 0), |(f, s), told| {
+            let failures = told.failures.load(Ordering::Relaxed);
+            (f + failures, s + told.successes.load(Ordering::Relaxed))
+        })
+    }
+
+    /// A fresh failure of the key with `hash`, already counted: remembered
+    /// by the detector, which may declare an outage.
     #[inline(never)]
-    fn record_fresh(&self, hash: u64, before: u64, at: Duration, mut events: impl FnMut(Event)) {
+    fn record_fresh(&self, hash: u64, at: Duration, mut events: impl FnMut(Event)) {
         let began = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
-            let successes = self.successes.load(Ordering::Relaxed);
-            inner.detector.totals(before, successes);
+            let (failures, successes) = self.totals(inner);
+            // The detector counts this failure itself: the totals before it.
+            inner.detector.totals(failures.saturating_sub(1), successes);
             let began = inner.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
             began.then(|| {
                 self.begin(inner, at);
@@ -160,18 +254,21 @@ impl<L: Copy> Watch<L> {
     }
 
     /// A success of `key` at `at`: it is no longer parked, and it may end
-    /// the outage. Lock-free while no outage or release is under way.
+    /// the outage. Lock-free while no outage or release is under way, and
+    /// `at` is read only then.
     #[inline]
     pub(crate) fn succeeded<Q: Hash + ?Sized>(
         &self,
         key: &Q,
-        at: Duration,
+        at: impl At,
         mut events: impl FnMut(Event),
     ) {
-        self.successes.fetch_add(1, Ordering::Relaxed);
+        let own = own_counter();
+        Told::add(&self.told[own].successes, own == OWNED);
         if !self.active() {
             return;
         }
+        let at = at.at();
         let ended = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
@@ -352,7 +449,7 @@ impl<L: Copy> Watch<L> {
     /// The release is over: nothing is parked any more.
     fn settle(&self, inner: &mut Inner<L>) {
         inner.phase = Phase::Normal;
-        inner.parked = HashMap::new();
+        inner.parked = HashMap::default();
         inner.released = 0;
         self.active.store(false, Ordering::Relaxed);
     }

@@ -6,20 +6,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, TokioClock};
-use keyed_backoff::{Advanced, Backoff, GcGuard, InBackoff, SpawnError};
+use keyed_backoff::clock::Clock;
+use keyed_backoff::{Advanced, GcGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
-use crate::gate::ObjectGate;
+use crate::gate::{ObjectGate, ObjectManager};
 use crate::key::ObjectKey;
 use crate::observe;
 use crate::rate_limit::Bucket;
 use crate::stats::{Stats, Tally};
-
-/// The manager type behind an [`ObjectBackoff`]: one entry per object
-/// identity (reference and uid), on tokio's clock.
-pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
 
 /// One exponential backoff per Kubernetes object, for a kube-runtime
 /// `Controller`. Cheap to clone (clones share the state), so it can live in

@@ -14,9 +14,14 @@ use keyed_backoff::clock::TokioClock;
 use keyed_backoff::{Advanced, Gate, InBackoff, OutageAware};
 use kube::runtime::reflector::Lookup;
 
-use crate::backoff::ObjectManager;
+use keyed_backoff::Backoff;
+
 use crate::key::ObjectKey;
 use crate::shared::SharedGate;
+
+/// The manager type behind an [`ObjectBackoff`](crate::ObjectBackoff): one entry per object
+/// identity (reference and uid), on tokio's clock.
+pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
 
 /// The manager, with or without outage awareness around it, or a shared
 /// store over it.

@@ -121,8 +121,9 @@ mod reconcile;
 mod shared;
 mod stats;
 
-pub use backoff::{ObjectBackoff, ObjectManager};
+pub use backoff::ObjectBackoff;
 pub use builder::ObjectBackoffBuilder;
+pub use gate::ObjectManager;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.

@@ -15,8 +15,7 @@ use futures::future::BoxFuture;
 use keyed_backoff::{Advanced, Gate, InBackoff};
 use kube::runtime::reflector::Lookup;
 
-use crate::backoff::ObjectManager;
-use crate::gate::ready;
+use crate::gate::{ObjectManager, ready};
 use crate::key::ObjectKey;
 use crate::observe;
 use crate::stats::Count;

@@ -10,7 +10,7 @@ use keyed_backoff::budget::RetryBudget;
 use keyed_backoff::clock::Clock;
 use tower::Layer;
 
-use crate::gate::Contract;
+use crate::gate::{Contract, Remote};
 use crate::policy::{Limits, Policy, RetryErrors};
 use crate::replay::CloneRequest;
 use crate::service::KeyedBackoff;
@@ -128,6 +128,58 @@ impl<K, F> KeyedBackoffLayer<K, F> {
                     max_retries: 3,
                     max_wait: Duration::MAX,
                     max_retry_after: max,
+                },
+            },
+        }
+    }
+}
+
+/// The cap on a server's `Retry-After` for a layer over a gate that
+/// states no `max` of its own ([`KeyedBackoffLayer::over`]).
+const OVER_MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+impl<K, F> KeyedBackoffLayer<K, F> {
+    /// A layer over any gate of the core's contract,
+    /// [`Gate`](keyed_backoff::Gate): a store shared by a fleet
+    /// (`keyed_backoff_redis::RedisBackoff`, keyed by `String`), or a
+    /// wrapper such as [`OutageAware`](keyed_backoff::OutageAware). The
+    /// request's future awaits the gate's answers, one boxed future per
+    /// question (a layer made with [`new`](Self::new) allocates none).
+    ///
+    /// A `Retry-After` is kept by the gate itself, so over a shared store
+    /// it holds the key for every replica. It is capped at 5 minutes unless
+    /// [`max_retry_after`](Self::max_retry_after) says otherwise. When the
+    /// gate cannot answer whether a key may run (the store is unreachable),
+    /// the request fails with the gate's error and is not sent; when it
+    /// cannot record an attempt's result, the result is returned as it is,
+    /// without a retry.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::keyed_backoff::{OutageAware, OutageSettings};
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
+    /// use std::time::Duration;
+    /// let backoff = Backoff::<String>::new(Duration::from_millis(10), Duration::from_secs(1))?;
+    /// let gate = OutageAware::new(backoff, OutageSettings::new())?;
+    /// let layer = KeyedBackoffLayer::over(gate, |host: &String| host.clone());
+    /// # let _ = layer;
+    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
+    /// ```
+    pub fn over<G>(gate: G, key: F) -> Self
+    where
+        G: keyed_backoff::Gate<K> + 'static,
+        K: Clone + Send + Sync + 'static,
+    {
+        KeyedBackoffLayer {
+            policy: Policy {
+                gate: Arc::new(Remote(Arc::new(gate))),
+                key: Arc::new(key),
+                classify: Arc::new(RetryErrors),
+                replay: Arc::new(CloneRequest),
+                budget: None,
+                limits: Limits {
+                    max_retries: 3,
+                    max_wait: Duration::MAX,
+                    max_retry_after: OVER_MAX_RETRY_AFTER,
                 },
             },
         }

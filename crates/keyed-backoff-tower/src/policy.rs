@@ -9,7 +9,7 @@ use std::time::Duration;
 use keyed_backoff::InBackoff;
 use keyed_backoff::budget::RetryBudget;
 
-use crate::gate::Gate;
+use crate::gate::{Answer, Gate};
 use crate::observe::{self, Attempt, Denied};
 use crate::replay::Replay;
 
@@ -127,14 +127,36 @@ impl<K, F, Cl, Rp> fmt::Debug for Policy<K, F, Cl, Rp> {
     }
 }
 
+/// What a failed attempt's record asks of the request: the gate's answer
+/// (the wait before a retry, when one may come), then [`Policy::retry`].
+pub(crate) struct Failed {
+    pub(crate) answer: Answer<Option<Duration>>,
+    /// Whether a retry may come, so that the answer carries its wait.
+    pub(crate) may_retry: bool,
+}
+
+/// An attempt's result as recorded: a success or a result not to retry
+/// (with the gate's answer to await, if any), or a failure.
+pub(crate) enum Settled {
+    Done(Option<Answer<()>>),
+    Failed(Failed),
+}
+
 impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
-    /// A new request for `key`: it may go now, must wait, or is refused
-    /// because its key's window ends later than `max_wait` from now.
-    pub(crate) fn admit(&self, key: &K) -> Result<Wait, InBackoff> {
+    /// A new request for `key`: the gate's wait, which [`admitted`](Self::admitted)
+    /// then judges.
+    pub(crate) fn admit(&self, key: &K) -> Answer<Option<Duration>> {
         if let Some(budget) = &self.budget {
             budget.on_request();
         }
-        match self.gate.remaining(key) {
+        self.gate.remaining(key)
+    }
+
+    /// A new request for `key` whose wait is `remaining`: it may go now,
+    /// must wait, or is refused because its key's window ends later than
+    /// `max_wait` from now.
+    pub(crate) fn admitted(&self, key: &K, remaining: Option<Duration>) -> Result<Wait, InBackoff> {
+        match remaining {
             None => Ok(None),
             Some(remaining) if remaining > self.limits.max_wait => {
                 observe::refused(key, remaining);
@@ -148,16 +170,16 @@ impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
     }
 
     /// An attempt for `key` ended with `result` after `retries` retries:
-    /// the outcome is recorded for the key and the budget, then the
-    /// request is retried (now or after a wait) or returns `None`. A
-    /// request that was not copied (`replayable` false) is not retried.
+    /// the outcome is recorded for the key and the budget. A failure goes
+    /// on to [`retry`](Self::retry) with the gate's wait. A request that
+    /// was not copied (`replayable` false) is not retried.
     pub(crate) fn settle<Res, E>(
         &self,
         key: &K,
         result: &Result<Res, E>,
         retries: u32,
         replayable: bool,
-    ) -> Option<Wait>
+    ) -> Settled
     where
         Cl: Classify<Res, E>,
     {
@@ -166,28 +188,29 @@ impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
             budget.on_outcome(!failed);
         }
         if !failed {
-            if result.is_ok() {
-                self.gate.succeeded(key);
-            }
-            return None;
+            return Settled::Done(result.is_ok().then(|| self.gate.succeeded(key)));
         }
-        self.gate.failed(key);
-        if let Some(asked) = self.classify.retry_after(result) {
-            let held = asked.min(self.limits.max_retry_after);
-            self.gate.hold(key, held);
+        let asked = self.classify.retry_after(result);
+        let held = asked.map(|asked| asked.min(self.limits.max_retry_after));
+        let may_retry = retries < self.limits.max_retries && replayable;
+        let answer = self.gate.failed(key, held, may_retry);
+        if let (Some(asked), Some(held)) = (asked, held) {
             observe::held(key, asked, held);
         }
+        if retries >= self.limits.max_retries {
+            observe::retry_denied(Some(key), Denied::MaxRetries, Some(retries));
+        }
+        Settled::Failed(Failed { answer, may_retry })
+    }
+
+    /// A failed attempt for `key` whose failure is recorded and whose wait
+    /// before a retry is `wait`: retried (now or after the wait), or
+    /// `None`: the result returns.
+    pub(crate) fn retry(&self, key: &K, wait: Option<Duration>, retries: u32) -> Option<Wait> {
         let denied = |why| {
             observe::retry_denied(Some(key), why, Some(retries));
             None
         };
-        if retries >= self.limits.max_retries {
-            return denied(Denied::MaxRetries);
-        }
-        if !replayable {
-            return None;
-        }
-        let wait = self.gate.remaining(key);
         if wait.is_some_and(|w| w > self.limits.max_wait) {
             return denied(Denied::MaxWait);
         }

@@ -9,6 +9,7 @@ use tower::Service;
 
 use crate::error::BoxError;
 use crate::future::ResponseFuture;
+use crate::gate::Answer;
 use crate::policy::{Classify, Policy};
 use crate::replay::Replay;
 
@@ -86,7 +87,15 @@ where
     fn call(&mut self, request: Req) -> Self::Future {
         let key = (self.policy.key)(&request);
         let policy = Arc::clone(&self.policy);
-        match policy.admit(&key) {
+        let admitted = match policy.admit(&key) {
+            Answer::Now(remaining) => policy.admitted(&key, remaining),
+            // A remote gate: the request asks it, then goes on as below.
+            Answer::Later(admission) => {
+                let service = self.inner.clone();
+                return ResponseFuture::admitting(service, request, admission, key, policy);
+            }
+        };
+        match admitted {
             Err(refused) => ResponseFuture::refused(refused, self.inner.clone(), key, policy),
             // The key may run: send the request on the service made ready
             // by `poll_ready`, and keep a fresh clone in its place.
