@@ -361,8 +361,8 @@ where
     /// The underlying keyed manager (with a
     /// [`shared`](crate::ObjectBackoffBuilder::shared) store, its local
     /// fallback), for what this type does not wrap:
-    /// [`stats`](Backoff::stats), [`snapshot`](Backoff::snapshot),
-    /// [`entries`](Backoff::entries).
+    /// [`stats`](keyed_backoff::Backoff::stats), [`snapshot`](keyed_backoff::Backoff::snapshot),
+    /// [`entries`](keyed_backoff::Backoff::entries).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
