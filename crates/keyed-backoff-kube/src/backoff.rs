@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::Clock;
-use keyed_backoff::{GcGuard, InBackoff, SpawnError};
+use keyed_backoff::{Advanced, GcGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
@@ -114,6 +114,12 @@ where
         self.shared.gate.outage().is_some()
     }
 
+    /// Whether the object backoff is kept in a shared store.
+    #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
+    pub(crate) fn shares_a_store(&self) -> bool {
+        matches!(self.shared.gate, ObjectGate::Shared(_))
+    }
+
     /// The totals, for the parts of the crate that count.
     pub(crate) fn tally(&self) -> &Tally {
         &self.shared.tally
@@ -128,7 +134,11 @@ where
     /// (the run came early, typically from a watch event), the failure is
     /// not counted and the object is requeued at the wait left.
     /// Use it in a hand-written error policy; [`error_policy`](Self::error_policy)
-    /// is exactly this.
+    /// is exactly this for an error the reconcile wrapper did not record.
+    /// With a [`shared`](crate::ObjectBackoffBuilder::shared) store, a
+    /// synchronous call cannot wait for it: the local fallback answers
+    /// unless the store answers at once, and the store is told in the
+    /// background (the reconcile wrapper waits for the store instead).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -154,7 +164,17 @@ where
 
     /// A failure of `key`, told to the gate once: the requeue it decides.
     pub(crate) fn failed(&self, key: &ObjectKey<K>) -> Action {
-        match self.shared.gate.fail(key) {
+        self.decided(key, self.shared.gate.fail(key))
+    }
+
+    /// [`failed`](Self::failed), waiting for a shared store's answer.
+    pub(crate) async fn failed_async(&self, key: &ObjectKey<K>) -> Action {
+        self.decided(key, self.shared.gate.fail_async(key).await)
+    }
+
+    /// The requeue for the gate's answer to a failure of `key`, counted.
+    fn decided(&self, key: &ObjectKey<K>, answer: Result<Advanced, InBackoff>) -> Action {
+        match answer {
             Ok(level) => {
                 self.shared.tally.failures.add_one();
                 let now = self.manager().clock().now();
@@ -176,7 +196,10 @@ where
     }
 
     /// Records a successful reconcile of `obj`: its backoff is reset, so its
-    /// next failure starts again at the initial delay.
+    /// next failure starts again at the initial delay. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback forgets it at once and the store when it answers (in the
+    /// background).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -203,9 +226,19 @@ where
         }
     }
 
+    /// [`succeeded`](Self::succeeded), waiting for a shared store's answer.
+    pub(crate) async fn succeeded_async(&self, key: &ObjectKey<K>) {
+        self.shared.tally.successes.add_one();
+        if self.shared.gate.succeed_async(key).await {
+            observe::reset(key);
+        }
+    }
+
     /// Removes `obj`'s entry without counting a success, for an object that
     /// was deleted: its memory is freed now instead of at the first GC after
-    /// it expires. Returns whether there was an entry.
+    /// it expires. Returns whether there was an entry (with a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, in the local
+    /// fallback; the store forgets it too, in the background).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -222,11 +255,14 @@ where
     /// # }
     /// ```
     pub fn reset(&self, obj: &K) -> bool {
-        self.manager().reset(&self.key(obj))
+        self.shared.gate.forget(&self.key(obj))
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
-    /// is not in backoff.
+    /// is not in backoff. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback's wait (a synchronous call cannot wait for the store; a
+    /// run's question in the reconcile wrapper asks it).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -251,7 +287,9 @@ where
     }
 
     /// How many failures `obj` has had since its backoff was last reset
-    /// (0 if none): a per-object gauge for metrics.
+    /// (0 if none): a per-object gauge for metrics. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the local
+    /// fallback's count; [`level`](Self::level) asks the store.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -266,6 +304,31 @@ where
     /// ```
     pub fn attempts(&self, obj: &K) -> u32 {
         self.manager().attempts(&self.key(obj))
+    }
+
+    /// `obj`'s level where its backoff is kept: its backoff and the
+    /// failures counted, or `None` when it has no live entry. With a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, the store's
+    /// answer (the local fallback's when the store cannot answer);
+    /// otherwise ready at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::ObjectBackoff;
+    /// use std::time::Duration;
+    /// let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// assert_eq!(backoff.level(&cm).await, None);
+    /// backoff.on_error(&cm);
+    /// let level = backoff.level(&cm).await.unwrap();
+    /// assert_eq!((level.backoff, level.attempts), (Duration::from_secs(10), 1));
+    /// # }
+    /// ```
+    pub async fn level(&self, obj: &K) -> Option<Advanced> {
+        self.shared.gate.level(&self.key(obj)).await
     }
 
     /// The totals so far: failures counted, early failures refused,
@@ -289,12 +352,17 @@ where
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.tally.read(self.shared.gate.outage())
+        let gate = &self.shared.gate;
+        self.shared
+            .tally
+            .read(gate.outage(), gate.fallback_answers())
     }
 
-    /// The underlying keyed manager, for what this type does not wrap:
-    /// [`stats`](Backoff::stats), [`snapshot`](Backoff::snapshot),
-    /// [`entries`](Backoff::entries).
+    /// The underlying keyed manager (with a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store, its local
+    /// fallback), for what this type does not wrap:
+    /// [`stats`](keyed_backoff::Backoff::stats), [`snapshot`](keyed_backoff::Backoff::snapshot),
+    /// [`entries`](keyed_backoff::Backoff::entries).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;

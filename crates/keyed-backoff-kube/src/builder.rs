@@ -8,8 +8,11 @@ use std::sync::Arc;
 
 use keyed_backoff::{Backoff, ConfigError, OutageAware, OutageSettings, Settings};
 
-use crate::gate::ObjectGate;
+use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
+
+use crate::gate::ObjectGate;
+use crate::shared::{SharedGate, SharedStore};
 
 use crate::backoff::ObjectBackoff;
 use crate::rate_limit::{Bucket, BucketLimit};
@@ -66,6 +69,7 @@ pub struct ObjectBackoffBuilder<K: Lookup> {
     /// `None` until set: then on exactly when outage detection is.
     skip_while_in_backoff: Option<bool>,
     outage: Option<OutageSettings>,
+    shared: Option<SharedStore>,
 }
 
 impl<K> ObjectBackoffBuilder<K>
@@ -97,6 +101,7 @@ where
             dyntype,
             skip_while_in_backoff: None,
             outage: None,
+            shared: None,
         }
     }
 
@@ -142,14 +147,14 @@ where
     /// failing object run faster than its backoff. With `false`, every
     /// run reaches the body, and only the count of failures is protected.
     /// Off by default, on by default with [`outage`](Self::outage), which
-    /// refuses `false`.
+    /// refuses `false`, and with [`shared`](Self::shared).
     pub fn skip_while_in_backoff(mut self, skip: bool) -> Self {
         self.skip_while_in_backoff = Some(skip);
         self
     }
 
     /// Turns on outage-aware backoff (the core's
-    /// [`BackoffBuilder::outage`](keyed_backoff::BackoffBuilder::outage))
+    /// [`OutageAware`](keyed_backoff::OutageAware) around the manager)
     /// and with it [`skip_while_in_backoff`](Self::skip_while_in_backoff):
     /// when many objects newly fail together while (almost) none succeeds,
     /// no object climbs its own ladder; the objects wait on one short
@@ -199,11 +204,90 @@ where
         self
     }
 
+    /// Keeps every object's backoff in `store`, a backoff shared by the
+    /// controller's replicas and its restarts (the Redis store,
+    /// `keyed_backoff_redis::RedisBackoff`, or any [`Gate`] over string
+    /// keys), so that a controller that restarts, or a new leader, finds
+    /// each broken object where the last one left it instead of retrying
+    /// every one at once. An object's key in the store is its
+    /// [`ObjectKey::store_key`](crate::ObjectKey::store_key)
+    /// (`Kind.group/namespace/name@uid`; the Redis store puts its prefix
+    /// and a colon before it).
+    ///
+    /// The store's own settings make the ladder: give it the ones given
+    /// here. The manager these settings build stays in process as the
+    /// store's **fallback**: when a call to the store fails (unreachable,
+    /// timed out), the fallback decides (the object waits at least
+    /// `initial`, doubling on each failure up to `max` as always: never an
+    /// immediate retry of every object), and
+    /// [`Stats::fallback_answers`](crate::Stats::fallback_answers) counts
+    /// it. With the `tracing` feature the first such answer is a warning,
+    /// the next ones debug events, and the store's return an info event.
+    ///
+    /// The reconcile wrapper ([`ObjectBackoff::reconciler`]) waits for the
+    /// store: a run's question (with
+    /// [`skip_while_in_backoff`](Self::skip_while_in_backoff), which a
+    /// shared store turns on by default, so that a restarted controller's
+    /// first run of a broken object waits out its backoff), its failure,
+    /// its success. The error policy ([`ObjectBackoff::error_policy`])
+    /// then returns the requeue the wrapper decided and asks nothing. The
+    /// synchronous calls cannot wait for the network:
+    /// [`on_error`](ObjectBackoff::on_error),
+    /// [`on_success`](ObjectBackoff::on_success) and
+    /// [`reset`](ObjectBackoff::reset) answer from the fallback unless the
+    /// store answers at once (a Redis store never does) and tell the store
+    /// in the background; [`remaining`](ObjectBackoff::remaining),
+    /// [`attempts`](ObjectBackoff::attempts) and
+    /// [`manager`](ObjectBackoff::manager) describe the fallback, and
+    /// [`level`](ObjectBackoff::level) asks the store.
+    ///
+    /// Outage awareness runs inside one process: `build` refuses
+    /// [`outage`](Self::outage) with a shared store (field `outage`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::{ObjectBackoff, ObjectBackoffBuilder, OutageSettings};
+    /// use keyed_backoff_kube::keyed_backoff::Backoff;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// // Any store over string keys: here an in-process manager stands in
+    /// // for a `RedisBackoff` that two controllers share.
+    /// let store = Arc::new(Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(60)).build()?);
+    /// let controller = |store| {
+    ///     ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///         .shared(store)
+    ///         .build()
+    /// };
+    /// let (old, new) = (controller(Arc::clone(&store))?, controller(Arc::clone(&store))?);
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// cm.metadata.namespace = Some("default".into());
+    /// old.on_error(&cm);
+    /// // The new controller sees the failure the old one recorded.
+    /// assert_eq!(new.level(&cm).await.map(|l| l.attempts), Some(1));
+    /// assert_eq!(store.attempts(&"ConfigMap/default/app".to_string()), 1);
+    ///
+    /// let err = ObjectBackoffBuilder::<ConfigMap>::kubelet()
+    ///     .shared(store)
+    ///     .outage(OutageSettings::default())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "outage");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shared<G: Gate<String> + 'static>(mut self, store: G) -> Self {
+        self.shared = Some(SharedStore::new(store));
+        self
+    }
+
     /// Checks the settings and builds; errors name the field and its
     /// allowed range, as the core builder's do (`initial`, `max`, `jitter`,
     /// `expire_after`, `overall_rate_limit.per_second` / `.burst`, the
-    /// `outage.*` settings, and `skip_while_in_backoff` turned off with
-    /// an outage).
+    /// `outage.*` settings, `skip_while_in_backoff` turned off with an
+    /// outage, and `outage` with a [`shared`](Self::shared) store).
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -225,23 +309,32 @@ where
                 false,
             ));
         }
+        if outage && self.shared.is_some() {
+            return Err(ConfigError::new(
+                "outage",
+                "off with a shared store (outage awareness runs inside one process)",
+                "on",
+            ));
+        }
+        let shared = self.shared.is_some();
         let manager = Arc::new(
             Backoff::from_settings(self.settings)
                 .clock(TokioClock)
                 .build()?,
         );
-        let gate = match self.outage {
-            Some(settings) => ObjectGate::Outage(Box::new(OutageAware::with_clock(
+        let gate = match (self.outage, self.shared) {
+            (Some(settings), _) => ObjectGate::Outage(Box::new(OutageAware::with_clock(
                 manager, settings, TokioClock,
             )?)),
-            None => ObjectGate::Plain(manager),
+            (None, Some(store)) => ObjectGate::Shared(Box::new(SharedGate::new(store, manager))),
+            (None, None) => ObjectGate::Plain(manager),
         };
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(
             gate,
             bucket.map(Bucket::new),
             self.dyntype,
-            self.skip_while_in_backoff.unwrap_or(outage),
+            self.skip_while_in_backoff.unwrap_or(outage || shared),
         ))
     }
 }

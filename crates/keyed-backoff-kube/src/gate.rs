@@ -1,6 +1,7 @@
-//! The object backoff's gate: the in-process manager alone, or wrapped in
-//! outage awareness. Both speak the core's [`Gate`] contract; this crate
-//! asks it one question per run and tells it each outcome once.
+//! The object backoff's gate: the in-process manager alone, wrapped in
+//! outage awareness, or a shared store with the manager as its fallback.
+//! All speak the core's [`Gate`] contract; this crate asks it one question
+//! per run and tells it each outcome once.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,15 +17,18 @@ use kube::runtime::reflector::Lookup;
 use keyed_backoff::Backoff;
 
 use crate::key::ObjectKey;
+use crate::shared::SharedGate;
 
 /// The manager type behind an [`ObjectBackoff`](crate::ObjectBackoff): one entry per object
 /// identity (reference and uid), on tokio's clock.
 pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
 
-/// The manager, with or without outage awareness around it.
+/// The manager, with or without outage awareness around it, or a shared
+/// store over it.
 pub(crate) enum ObjectGate<K: Lookup> {
     Plain(Arc<ObjectManager<K>>),
     Outage(Box<OutageAware<Arc<ObjectManager<K>>, TokioClock>>),
+    Shared(Box<SharedGate<K>>),
 }
 
 /// What the outage wrapper reports, for [`Stats`](crate::Stats).
@@ -40,40 +44,65 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// The in-process manager under any wrapper.
+    /// The in-process manager under any wrapper, or a shared store's
+    /// fallback.
     pub(crate) fn manager(&self) -> &Arc<ObjectManager<K>> {
         match self {
             ObjectGate::Plain(m) => m,
             ObjectGate::Outage(w) => w.inner(),
+            ObjectGate::Shared(s) => s.local(),
         }
     }
 
     /// The wait left before a run of `key` may reach the reconcile body,
     /// asked by that run: an outage may count it as the key's turn.
-    pub(crate) fn claim(&self, key: &ObjectKey<K>) -> Option<Duration> {
+    pub(crate) async fn claim(&self, key: &ObjectKey<K>) -> Option<Duration> {
         match self {
             ObjectGate::Plain(m) => ready(m.claim(key)),
             ObjectGate::Outage(w) => ready(w.claim(key)),
+            ObjectGate::Shared(s) => s.claim(key).await,
         }
     }
 
-    /// The wait left for `key`, changing nothing.
+    /// The wait left for `key`, changing nothing (a shared store's
+    /// fallback's: a synchronous call cannot wait for the store).
     pub(crate) fn wait(&self, key: &ObjectKey<K>) -> Option<Duration> {
         match self {
             ObjectGate::Plain(m) => ready(m.wait(key)),
             ObjectGate::Outage(w) => ready(w.wait(key)),
+            ObjectGate::Shared(s) => ready(s.local().wait(key)),
         }
     }
 
-    /// A failure of `key`: counted at most once per backoff.
+    /// `key`'s level where its state is kept.
+    pub(crate) async fn level(&self, key: &ObjectKey<K>) -> Option<Advanced> {
+        match self {
+            ObjectGate::Plain(m) => ready(m.level(key)),
+            ObjectGate::Outage(w) => ready(w.level(key)),
+            ObjectGate::Shared(s) => s.level(key).await,
+        }
+    }
+
+    /// A failure of `key`: counted at most once per backoff. A shared
+    /// store answers if it can at once.
     pub(crate) fn fail(&self, key: &ObjectKey<K>) -> Result<Advanced, InBackoff> {
         match self {
             ObjectGate::Plain(m) => ready(m.fail(key)),
             ObjectGate::Outage(w) => ready(w.fail(key)),
+            ObjectGate::Shared(s) => s.fail_now(key),
         }
     }
 
-    /// A success of `key`; whether it had an entry.
+    /// [`fail`](Self::fail), waiting for a shared store's answer.
+    pub(crate) async fn fail_async(&self, key: &ObjectKey<K>) -> Result<Advanced, InBackoff> {
+        match self {
+            ObjectGate::Shared(s) => s.fail(key).await,
+            _ => self.fail(key),
+        }
+    }
+
+    /// A success of `key`; whether it had an entry (a shared store's
+    /// fallback's entry: the store does not say).
     pub(crate) fn succeed(&self, key: &ObjectKey<K>) -> bool {
         match self {
             ObjectGate::Plain(m) => m.reset(key),
@@ -82,13 +111,43 @@ where
                 ready(w.succeed(key));
                 had
             }
+            ObjectGate::Shared(s) => s.succeed_now(key),
+        }
+    }
+
+    /// [`succeed`](Self::succeed), waiting for a shared store's answer;
+    /// with one, always `true`.
+    pub(crate) async fn succeed_async(&self, key: &ObjectKey<K>) -> bool {
+        match self {
+            ObjectGate::Shared(s) => {
+                s.succeed(key).await;
+                true
+            }
+            _ => self.succeed(key),
+        }
+    }
+
+    /// Forgets `key` without a success; whether the manager (a shared
+    /// store's fallback) had an entry. A shared store forgets it too.
+    pub(crate) fn forget(&self, key: &ObjectKey<K>) -> bool {
+        match self {
+            ObjectGate::Shared(s) => s.succeed_now(key),
+            _ => self.manager().reset(key),
+        }
+    }
+
+    /// The answers a shared store's fallback gave in its place.
+    pub(crate) fn fallback_answers(&self) -> u64 {
+        match self {
+            ObjectGate::Shared(s) => s.fallback_answers(),
+            _ => 0,
         }
     }
 
     /// The outage wrapper's state, when there is one.
     pub(crate) fn outage(&self) -> Option<OutageState> {
         match self {
-            ObjectGate::Plain(_) => None,
+            ObjectGate::Plain(_) | ObjectGate::Shared(_) => None,
             ObjectGate::Outage(w) => Some(OutageState {
                 in_outage: w.in_outage(),
                 parked: w.parked(),
@@ -101,7 +160,7 @@ where
 /// The answer of an in-process gate's call. The manager's futures are
 /// ready at once and the outage wrapper awaits nothing else, so one poll
 /// completes them.
-fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
+pub(crate) fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
     let mut call = pin!(call);
     match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(Ok(answer)) => answer,

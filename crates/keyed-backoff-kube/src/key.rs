@@ -79,6 +79,46 @@ impl<K: Lookup> ObjectKey<K> {
     pub fn uid(&self) -> Option<&str> {
         self.uid.as_deref()
     }
+
+    /// The key's name in a shared store
+    /// ([`shared`](crate::ObjectBackoffBuilder::shared)):
+    /// `Kind.group/namespace/name@uid`. The group is left out with its dot
+    /// for the core API group, the namespace is empty for a cluster-scoped
+    /// object, and `@uid` is left out for an object without a uid. The
+    /// version is no part of it, so an object keeps its backoff across an
+    /// API version change; every part but the uid is one that Kubernetes
+    /// forbids `/` in, so two objects never share a name.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    /// use keyed_backoff_kube::ObjectKey;
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("app".into());
+    /// cm.metadata.namespace = Some("default".into());
+    /// cm.metadata.uid = Some("42".into());
+    /// assert_eq!(ObjectKey::new(&cm, ()).store_key(), "ConfigMap/default/app@42");
+    /// let mut ns = Namespace::default();
+    /// ns.metadata.name = Some("team-a".into());
+    /// assert_eq!(ObjectKey::new(&ns, ()).store_key(), "Namespace//team-a");
+    /// ```
+    pub fn store_key(&self) -> String {
+        let r = &self.reference;
+        let group = K::group(&r.dyntype);
+        let mut key = K::kind(&r.dyntype).into_owned();
+        if !group.is_empty() {
+            key.push('.');
+            key.push_str(&group);
+        }
+        key.push('/');
+        key.push_str(r.namespace.as_deref().unwrap_or(""));
+        key.push('/');
+        key.push_str(&r.name);
+        if let Some(uid) = &self.uid {
+            key.push('@');
+            key.push_str(uid);
+        }
+        key
+    }
 }
 
 impl<K: Lookup> Clone for ObjectKey<K>

@@ -12,7 +12,7 @@
 //!   requeued at the wait that was left.
 //! - [`ObjectBackoff::reconciler`] wraps the reconcile function: a success
 //!   resets the object's backoff; a panic fails only its own object (it
-//!   becomes [`ReconcileError::Panicked`], backed off like an error); and
+//!   becomes a [`ReconcileError`] that [`is_panic`](ReconcileError::is_panic), backed off like an error); and
 //!   (opt-in, [`skip_while_in_backoff`](ObjectBackoffBuilder::skip_while_in_backoff))
 //!   a run triggered while the object is still in backoff skips the body and
 //!   requeues at the wait left.
@@ -30,6 +30,15 @@
 //! [`expire_after`](ObjectBackoffBuilder::expire_after)) and is removed by
 //! GC ([`ObjectBackoff::spawn_gc_task`]), or at once with
 //! [`ObjectBackoff::reset`].
+//!
+//! # Across restarts and replicas
+//!
+//! [`shared`](ObjectBackoffBuilder::shared) keeps every object's backoff in
+//! a store the controller's replicas share (the Redis store of
+//! `keyed-backoff-redis`, or any [`Gate`] over string keys), so that a
+//! restarted controller or a new leader finds each broken object where the
+//! last one left it; while the store is unreachable, the builder's own
+//! in-process manager answers in its place.
 //!
 //! # Presets
 //!
@@ -109,6 +118,7 @@ mod presets;
 mod prometheus;
 mod rate_limit;
 mod reconcile;
+mod shared;
 mod stats;
 
 pub use backoff::ObjectBackoff;
@@ -118,7 +128,7 @@ pub use key::ObjectKey;
 pub use keyed_backoff;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
-    ConfigError, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+    Advanced, ConfigError, Gate, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
 };
 pub use reconcile::ReconcileError;
 pub use stats::Stats;

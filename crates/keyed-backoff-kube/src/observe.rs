@@ -83,3 +83,57 @@ pub(crate) fn panicked(object: &impl Display, message: &str) {
     #[cfg(not(feature = "tracing"))]
     let _ = (object, message);
 }
+
+/// A shared store could not answer `call` for `object`: the local fallback
+/// answered. The first such answer after the store last answered is a
+/// warning; the next ones, until it answers again, are debug events.
+#[inline]
+pub(crate) fn fallback(
+    object: &impl Display,
+    call: &'static str,
+    error: &(dyn std::error::Error + 'static),
+    first: bool,
+) {
+    #[cfg(feature = "tracing")]
+    if first {
+        tracing::warn!(
+            target: TARGET,
+            object = %object,
+            call,
+            error = %error,
+            "shared backoff store unreachable; the local fallback answers until it is back"
+        );
+    } else {
+        tracing::debug!(
+            target: TARGET,
+            object = %object,
+            call,
+            error = %error,
+            "shared backoff store unreachable; answered by the local fallback"
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (object, call, error, first);
+}
+
+/// A synchronous call could not wait for a shared store: the local
+/// fallback answered, and the store is told in the background.
+#[inline]
+pub(crate) fn fallback_not_at_once(object: &impl Display, call: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: TARGET,
+        object = %object,
+        call,
+        "the shared backoff store cannot answer a synchronous call at once; answered by the local fallback"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (object, call);
+}
+
+/// A shared store answers again after it was unreachable.
+#[inline]
+pub(crate) fn store_answers_again() {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: TARGET, "shared backoff store answers again");
+}

@@ -98,6 +98,15 @@ where
             controller,
             &ConstGauge::new(in_backoff),
         )?;
+        if self.backoff.shares_a_store() {
+            write(
+                &mut encoder,
+                "keyed_backoff_fallback_answers",
+                "Answers the local fallback gave in place of the shared store.",
+                controller,
+                &ConstCounter::new(c.fallback_answers),
+            )?;
+        }
         if !self.backoff.outage_aware() {
             return Ok(());
         }
@@ -142,10 +151,11 @@ where
     /// | `keyed_backoff_reconcile_refusals_total` | counter | `controller` | errors during backoff, not counted |
     /// | `keyed_backoff_reconcile_resets_total` | counter | `controller` | successes |
     /// | `keyed_backoff_reconcile_skips_total` | counter | `controller` | runs skipped in backoff |
-    /// | `keyed_backoff_objects_in_backoff` | gauge | `controller` | objects in backoff now |
+    /// | `keyed_backoff_objects_in_backoff` | gauge | `controller` | objects in backoff now (in process: with a shared store, the fallback's) |
     /// | `keyed_backoff_outages_total` | counter | `controller` | outages declared (with [`outage`](crate::ObjectBackoffBuilder::outage) on) |
     /// | `keyed_backoff_outage_active` | gauge | `controller` | 1 during an outage (with `outage` on) |
     /// | `keyed_backoff_outage_parked_objects` | gauge | `controller` | objects parked now (with `outage` on) |
+    /// | `keyed_backoff_fallback_answers_total` | counter | `controller` | answers the local fallback gave in place of a [`shared`](crate::ObjectBackoffBuilder::shared) store (with one) |
     ///
     /// The first three carry controller-runtime's names and labels, so its
     /// dashboards and alerts apply.

@@ -35,6 +35,11 @@ pub struct Stats {
     pub parked: usize,
     /// Outages declared so far.
     pub outages: u64,
+    /// Answers the local fallback gave in place of a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store: the store
+    /// was unreachable, or a synchronous call (such as
+    /// [`on_error`](crate::ObjectBackoff::on_error)) could not wait for it.
+    pub fallback_answers: u64,
 }
 
 /// One total, bumped from any thread.
@@ -46,7 +51,7 @@ impl Count {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -63,7 +68,11 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// The totals now, with the outage wrapper's state when there is one.
-    pub(crate) fn read(&self, outage: Option<crate::gate::OutageState>) -> Stats {
+    pub(crate) fn read(
+        &self,
+        outage: Option<crate::gate::OutageState>,
+        fallback_answers: u64,
+    ) -> Stats {
         let manager = outage.unwrap_or_default();
         Stats {
             failures: self.failures.get(),
@@ -74,6 +83,7 @@ impl Tally {
             in_outage: manager.in_outage,
             parked: manager.parked,
             outages: manager.outages,
+            fallback_answers,
         }
     }
 }

@@ -56,11 +56,11 @@ where
     /// the wait left if `key` may not run now (its backoff, or an outage
     /// that parks it): the run is skipped, and counted. The run's one
     /// question to the gate, which may count it as the key's turn.
-    fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
+    async fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
         if !self.skips_while_in_backoff() {
             return None;
         }
-        let wait = self.gate().claim(key)?;
+        let wait = self.gate().claim(key).await?;
         self.tally().skips.add_one();
         observe::skipped(key, wait);
         Some(wait)
@@ -69,9 +69,11 @@ where
     /// Wraps a reconcile function for [`Controller::run`](kube::runtime::Controller::run):
     ///
     /// - a success resets the object's backoff;
-    /// - an error is returned as [`ReconcileError::Reconcile`];
+    /// - an error is returned as a [`ReconcileError`] carrying it
+    ///   ([`ReconcileError::as_inner`]);
     /// - a panic, whether in the call or while the future runs, is caught,
-    ///   counted, and returned as [`ReconcileError::Panicked`], so the error
+    ///   counted, and returned as a [`ReconcileError`] that
+    ///   [`is_panic`](ReconcileError::is_panic), so the error
     ///   policy backs that object off and the controller keeps reconciling
     ///   every other object;
     /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
@@ -143,7 +145,7 @@ where
                 // before it runs any, and failures seen since may have
                 // declared an outage that parks this object.
                 if run.is_ok()
-                    && let Some(wait) = this.skip(&key)
+                    && let Some(wait) = this.skip(&key).await
                 {
                     return Ok(Action::requeue(wait));
                 }
@@ -153,7 +155,7 @@ where
                 };
                 let error = match outcome {
                     Ok(Ok(action)) => {
-                        this.succeeded(&key);
+                        this.succeeded_async(&key).await;
                         return Ok(action);
                     }
                     Ok(Err(e)) => ReconcileError::reconcile(e),
@@ -164,7 +166,7 @@ where
                         ReconcileError::panicked(message)
                     }
                 };
-                Err(error.with_requeue(this.failed(&key)))
+                Err(error.with_requeue(this.failed_async(&key).await))
             }
             .boxed()
         }
