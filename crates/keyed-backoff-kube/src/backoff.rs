@@ -11,8 +11,9 @@ use keyed_backoff::{Advanced, GcGuard, InBackoff, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
-use crate::gate::{ObjectGate, ObjectManager};
+use crate::gate::ObjectGate;
 use crate::key::ObjectKey;
+use crate::manager::ObjectManager;
 use crate::observe;
 use crate::rate_limit::Bucket;
 use crate::stats::{Stats, Tally};

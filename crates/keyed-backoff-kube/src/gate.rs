@@ -3,25 +3,17 @@
 //! All speak the core's [`Gate`] contract; this crate asks it one question
 //! per run and tells it each outcome once.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
 use keyed_backoff::{Advanced, Gate, InBackoff, OutageAware};
 use kube::runtime::reflector::Lookup;
 
-use keyed_backoff::Backoff;
-
 use crate::key::ObjectKey;
+use crate::manager::{ObjectManager, ready};
 use crate::shared::SharedGate;
-
-/// The manager type behind an [`ObjectBackoff`](crate::ObjectBackoff): one entry per object
-/// identity (reference and uid), on tokio's clock.
-pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
+use crate::stats::OutageState;
 
 /// The manager, with or without outage awareness around it, or a shared
 /// store over it.
@@ -29,14 +21,6 @@ pub(crate) enum ObjectGate<K: Lookup> {
     Plain(Arc<ObjectManager<K>>),
     Outage(Box<OutageAware<Arc<ObjectManager<K>>, TokioClock>>),
     Shared(Box<SharedGate<K>>),
-}
-
-/// What the outage wrapper reports, for [`Stats`](crate::Stats).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct OutageState {
-    pub(crate) in_outage: bool,
-    pub(crate) parked: usize,
-    pub(crate) outages: u64,
 }
 
 impl<K> ObjectGate<K>
@@ -154,16 +138,5 @@ where
                 outages: w.outages(),
             }),
         }
-    }
-}
-
-/// The answer of an in-process gate's call. The manager's futures are
-/// ready at once and the outage wrapper awaits nothing else, so one poll
-/// completes them.
-pub(crate) fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
-    let mut call = pin!(call);
-    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(Ok(answer)) => answer,
-        Poll::Pending => unreachable!("an in-process gate answers at once"),
     }
 }

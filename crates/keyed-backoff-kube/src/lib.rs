@@ -112,6 +112,7 @@ mod backoff;
 mod builder;
 mod gate;
 mod key;
+mod manager;
 mod observe;
 mod presets;
 #[cfg(feature = "prometheus-client")]
@@ -123,9 +124,9 @@ mod stats;
 
 pub use backoff::ObjectBackoff;
 pub use builder::ObjectBackoffBuilder;
-pub use gate::ObjectManager;
 pub use key::ObjectKey;
 pub use keyed_backoff;
+pub use manager::ObjectManager;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
     Advanced, ConfigError, Gate, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,

@@ -15,8 +15,8 @@ use futures::future::BoxFuture;
 use keyed_backoff::{Advanced, Gate, InBackoff};
 use kube::runtime::reflector::Lookup;
 
-use crate::gate::{ObjectManager, ready};
 use crate::key::ObjectKey;
+use crate::manager::{ObjectManager, ready};
 use crate::observe;
 use crate::stats::Count;
 

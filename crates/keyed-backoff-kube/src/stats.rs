@@ -68,11 +68,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// The totals now, with the outage wrapper's state when there is one.
-    pub(crate) fn read(
-        &self,
-        outage: Option<crate::gate::OutageState>,
-        fallback_answers: u64,
-    ) -> Stats {
+    pub(crate) fn read(&self, outage: Option<OutageState>, fallback_answers: u64) -> Stats {
         let manager = outage.unwrap_or_default();
         Stats {
             failures: self.failures.get(),
@@ -86,4 +82,12 @@ impl Tally {
             fallback_answers,
         }
     }
+}
+
+/// What the outage wrapper reports, for [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct OutageState {
+    pub(crate) in_outage: bool,
+    pub(crate) parked: usize,
+    pub(crate) outages: u64,
 }
