@@ -10,7 +10,7 @@ use keyed_backoff::budget::RetryBudget;
 use keyed_backoff::clock::Clock;
 use tower::Layer;
 
-use crate::gate::{Contract, Remote};
+use crate::gate::{Contract, Gate, Remote};
 use crate::policy::{Limits, Policy, RetryErrors};
 use crate::replay::CloneRequest;
 use crate::service::KeyedBackoff;
@@ -119,9 +119,15 @@ impl<K, F> KeyedBackoffLayer<K, F> {
         S: BuildHasher + Clone + Send + Sync + 'static,
     {
         let max = backoff.max();
+        Self::with_defaults(Arc::new(Contract(backoff)), key, max)
+    }
+
+    /// A layer over `gate` with the defaults above, `Retry-After` capped
+    /// at `max_retry_after`.
+    fn with_defaults(gate: Arc<dyn Gate<K>>, key: F, max_retry_after: Duration) -> Self {
         KeyedBackoffLayer {
             policy: Policy {
-                gate: Arc::new(Contract(backoff)),
+                gate,
                 key: Arc::new(key),
                 classify: Arc::new(RetryErrors),
                 replay: Arc::new(CloneRequest),
@@ -129,7 +135,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
                 limits: Limits {
                     max_retries: 3,
                     max_wait: Duration::MAX,
-                    max_retry_after: max,
+                    max_retry_after,
                 },
             },
         }
@@ -171,20 +177,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
         G: keyed_backoff::Gate<K> + 'static,
         K: Clone + Send + Sync + 'static,
     {
-        KeyedBackoffLayer {
-            policy: Policy {
-                gate: Arc::new(Remote(Arc::new(gate))),
-                key: Arc::new(key),
-                classify: Arc::new(RetryErrors),
-                replay: Arc::new(CloneRequest),
-                budget: None,
-                limits: Limits {
-                    max_retries: 3,
-                    max_wait: Duration::MAX,
-                    max_retry_after: OVER_MAX_RETRY_AFTER,
-                },
-            },
-        }
+        Self::with_defaults(Arc::new(Remote(Arc::new(gate))), key, OVER_MAX_RETRY_AFTER)
     }
 }
 
