@@ -11,10 +11,11 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+use keyed_backoff::__private::ready;
 
 use crate::error::BoxError;
 
@@ -73,17 +74,6 @@ where
             ready(self.0.succeed(key));
         }
         Answer::Now(())
-    }
-}
-
-/// The answer of an in-process gate's call: its futures are ready at
-/// once (the manager's are `std::future::Ready`, and a wrapper over it
-/// awaits nothing else), so one poll completes them.
-fn ready<T>(call: impl Future<Output = Result<T, Infallible>>) -> T {
-    let mut call = pin!(call);
-    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(Ok(answer)) => answer,
-        Poll::Pending => unreachable!("an in-process gate answers at once"),
     }
 }
 
