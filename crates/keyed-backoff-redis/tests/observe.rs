@@ -11,58 +11,60 @@ use keyed_backoff_testkit::redis_server::Server;
 use redis::aio::ConnectionManager;
 use tracing::Level;
 
+/// Runs `work` on a runtime of its own with the test kit's recorders,
+/// and returns its output with what they recorded.
+fn observed<T>(work: impl std::future::Future<Output = T>) -> (T, Metrics, Events) {
+    let (metrics, events) = (Metrics::new(), Events::default());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let output = metrics.record(|| events.record(|| rt.block_on(work)));
+    (output, metrics, events)
+}
+
 #[test]
 fn an_outage_opens_the_breaker_and_recovery_closes_it_in_events_and_metrics() {
     let server = Server::start();
     if !server.owned() {
         return;
     }
-    let recorder = Metrics::new();
-    let events = Events::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    recorder.record(|| {
-        events.record(|| {
-            rt.block_on(async {
-                let client = redis::Client::open(server.url.as_str()).unwrap();
-                let conn = ConnectionManager::new(client).await.unwrap();
-                let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-                    .prefix(format!("observe-{:x}", rand::random::<u32>()))
-                    .timeout(Duration::from_millis(200))
-                    .fallback(Duration::from_millis(300))
-                    .build(conn.clone())
-                    .unwrap();
-                store.next("k", Event::now()).await.unwrap();
-                server.pause();
-                store.next("k", Event::now()).await.unwrap(); // times out: breaker opens
-                store.next("k", Event::now()).await.unwrap(); // answered while open
-                server.resume();
-                let deadline = Instant::now() + Duration::from_secs(10);
-                loop {
-                    let before = store.stats().fallback_answers;
-                    store.get("k").await.unwrap();
-                    if store.stats().fallback_answers == before {
-                        break; // Redis answered
-                    }
-                    assert!(Instant::now() < deadline, "Redis never took over again");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                // A key that is not ours: an error event, and the error.
-                let mut c = conn;
-                let _: () = redis::cmd("SET")
-                    .arg(store.redis_key("x"))
-                    .arg("v")
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
-                assert!(matches!(
-                    store.get("x").await,
-                    Err(StoreError::Corrupt { .. })
-                ));
-            });
-        });
+    let ((), recorder, events) = observed(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let conn = ConnectionManager::new(client).await.unwrap();
+        let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix(format!("observe-{:x}", rand::random::<u32>()))
+            .timeout(Duration::from_millis(200))
+            .fallback(Duration::from_millis(300))
+            .build(conn.clone())
+            .unwrap();
+        store.next("k", Event::now()).await.unwrap();
+        server.pause();
+        store.next("k", Event::now()).await.unwrap(); // times out: breaker opens
+        store.next("k", Event::now()).await.unwrap(); // answered while open
+        server.resume();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let before = store.stats().fallback_answers;
+            store.get("k").await.unwrap();
+            if store.stats().fallback_answers == before {
+                break; // Redis answered
+            }
+            assert!(Instant::now() < deadline, "Redis never took over again");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // A key that is not ours: an error event, and the error.
+        let mut c = conn;
+        let _: () = redis::cmd("SET")
+            .arg(store.redis_key("x"))
+            .arg("v")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.get("x").await,
+            Err(StoreError::Corrupt { .. })
+        ));
     });
 
     let seen: Vec<(Level, String)> = events
@@ -142,47 +144,37 @@ fn a_killed_server_is_reported_once_when_calls_start_failing_and_once_when_it_an
     if !server.owned() {
         return;
     }
-    let recorder = Metrics::new();
-    let events = Events::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let failed = recorder.record(|| {
-        events.record(|| {
-            rt.block_on(async {
-                let client = redis::Client::open(server.url.as_str()).unwrap();
-                let conn = ConnectionManager::new(client).await.unwrap();
-                // No fallback: every call while the server is down fails.
-                let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-                    .prefix(format!("unreachable-{:x}", rand::random::<u32>()))
-                    .timeout(Duration::from_millis(200))
-                    .build(conn)
-                    .unwrap();
-                store.next("k", Event::now()).await.unwrap();
-                server.stop();
-                let mut failed = 0;
-                for _ in 0..5 {
-                    let err = store.next("k", Event::now()).await.unwrap_err();
-                    assert!(
-                        matches!(
-                            err,
-                            StoreError::Unavailable { .. } | StoreError::TimedOut { .. }
-                        ),
-                        "{err:?}"
-                    );
-                    failed += 1;
-                }
-                server.restart();
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while store.get("k").await.is_err() {
-                    failed += 1;
-                    assert!(Instant::now() < deadline, "Redis never answered again");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                failed
-            })
-        })
+    let (failed, recorder, events) = observed(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let conn = ConnectionManager::new(client).await.unwrap();
+        // No fallback: every call while the server is down fails.
+        let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix(format!("unreachable-{:x}", rand::random::<u32>()))
+            .timeout(Duration::from_millis(200))
+            .build(conn)
+            .unwrap();
+        store.next("k", Event::now()).await.unwrap();
+        server.stop();
+        let mut failed = 0;
+        for _ in 0..5 {
+            let err = store.next("k", Event::now()).await.unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::Unavailable { .. } | StoreError::TimedOut { .. }
+                ),
+                "{err:?}"
+            );
+            failed += 1;
+        }
+        server.restart();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.get("k").await.is_err() {
+            failed += 1;
+            assert!(Instant::now() < deadline, "Redis never answered again");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        failed
     });
 
     let seen: Vec<(Level, String)> = events
