@@ -14,6 +14,7 @@
 //! Parked keys are remembered by a 64-bit hash of the key (seeded), not by
 //! the key: two keys whose hashes collide would merely share their turns.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
@@ -129,12 +130,38 @@ impl Told {
 
 /// The counter the calling thread writes, in every watch: its own while
 /// it lives, or the shared one ([`OWNED`]).
+///
+/// The number is cached in a constant-initialised thread local without a
+/// destructor, read with a plain load; only a thread's first call reaches
+/// its [`Owner`] (a thread local with a destructor, which gives the number
+/// back when the thread ends).
 #[inline]
 fn own_counter() -> usize {
-    thread_local! {
-        static OWN: Owner = Owner::take();
+    let own = OWN.get();
+    if own != UNKNOWN {
+        return own;
     }
-    OWN.try_with(|own| own.0.min(OWNED)).unwrap_or(OWNED)
+    first_counter()
+}
+
+/// A thread's counter before its first call.
+const UNKNOWN: usize = usize::MAX;
+
+thread_local! {
+    /// The calling thread's counter, once known.
+    static OWN: Cell<usize> = const { Cell::new(UNKNOWN) };
+    /// The calling thread's number, given back when it ends.
+    static OWNER: Owner = Owner::take();
+}
+
+/// A thread's first call: it takes a number and caches its counter. A
+/// thread already ending (its [`Owner`] gone) counts in the shared one.
+#[cold]
+#[inline(never)]
+fn first_counter() -> usize {
+    let own = OWNER.try_with(|owner| owner.0.min(OWNED)).unwrap_or(OWNED);
+    OWN.set(own);
+    own
 }
 
 /// A thread's number, the lowest free one: while the thread lives it owns
@@ -155,6 +182,10 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // Calls made later while the thread ends (from other thread
+        // locals' destructors) count in the shared counter, atomically:
+        // the number may be another thread's by then.
+        OWN.set(OWNED);
         FREE.lock().push(Reverse(self.0));
     }
 }
@@ -225,12 +256,19 @@ impl<L: Copy> Watch<L> {
 
     /// The failures and successes told so far, over every thread. Read
     /// under the lock, so that each reading is at least the one before
-    /// (every counter only grows).
+    /// (every counter only grows, and so does the number of threads that
+    /// ever took one: the counters of numbers never taken are zero and not
+    /// read).
     fn totals(&self, _locked: &mut Inner<L>) -> (u64, u64) {
-        self.told.iter().fold((0, 0), |(f, s), told| {
-            let failures = told.failures.load(Ordering::Relaxed);
-            (f + failures, s + told.successes.load(Ordering::Relaxed))
-        })
+        let taken = TAKEN.load(Ordering::Relaxed).min(OWNED);
+        let shared = std::iter::once(&self.told[OWNED]);
+        self.told[..taken]
+            .iter()
+            .chain(shared)
+            .fold((0, 0), |(f, s), told| {
+                let failures = told.failures.load(Ordering::Relaxed);
+                (f + failures, s + told.successes.load(Ordering::Relaxed))
+            })
     }
 
     /// A fresh failure of the key with `hash`, already counted: remembered

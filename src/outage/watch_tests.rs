@@ -306,3 +306,31 @@ fn failures_and_successes_told_without_the_lock_weigh_on_detection() {
     // that continued a ladder more (4 and 4), an outage.
     assert_eq!([outage(0), outage(1), outage(2)], [false, true, true]);
 }
+
+#[test]
+fn every_thread_counts_many_at_once_and_one_after_another() {
+    let w = watch();
+    let tell = |w: &Watch<Option<u32>>| {
+        for k in 0..1_000u32 {
+            w.failed(&k, false, ms(0), |_| {});
+            if k % 2 == 0 {
+                w.succeeded(&k, ms(0), |_| {});
+            }
+        }
+    };
+    // More threads at once than own a counter: the rest share one.
+    std::thread::scope(|s| {
+        for _ in 0..OWNED + 8 {
+            s.spawn(|| tell(&w));
+        }
+    });
+    // Then threads one after another, each taking a number given back.
+    for _ in 0..40 {
+        std::thread::scope(|s| {
+            s.spawn(|| tell(&w));
+        });
+    }
+    let threads = (OWNED + 8 + 40) as u64;
+    let totals = w.totals(&mut w.inner.lock());
+    assert_eq!(totals, (threads * 1_000, threads * 500));
+}
