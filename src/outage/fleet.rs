@@ -210,11 +210,12 @@ impl Home<Option<Advanced>> for One {
 
 impl FleetRules {
     /// The rules for `settings` (the first out of range is the error),
-    /// hashing keys with `seed`.
+    /// hashing keys with their seed, or `seed` when they have none.
     pub fn new(settings: OutageSettings, seed: u64) -> Result<Self, ConfigError> {
+        let settings = settings.validate()?;
         Ok(FleetRules {
-            settings: settings.validate()?,
-            hasher: foldhash::quality::FixedState::with_seed(seed),
+            hasher: foldhash::quality::FixedState::with_seed(settings.seed.unwrap_or(seed)),
+            settings,
         })
     }
 

@@ -75,6 +75,7 @@ mod connection;
 mod error;
 mod event;
 mod fallback;
+mod fleet;
 mod gate;
 mod near_cache;
 mod observe;
@@ -87,6 +88,7 @@ pub use builder::RedisBackoffBuilder;
 pub use connection::fail_fast;
 pub use error::StoreError;
 pub use event::{Event, OpId};
+pub use fleet::FleetOutageAware;
 pub use stats::Stats;
 pub use store::RedisBackoff;
 
