@@ -64,7 +64,9 @@
 //!   `cluster_async::ClusterConnection` (build the store on one).
 //! - `tracing`, `metrics`: events and counters for operators.
 //!
-//! The repository's `docs/fleet.md` covers failover (and
+//! [`FleetOutageAware`] shares one outage (the core's outage awareness)
+//! among the replicas on a prefix: the repository's `docs/outage.md` has
+//! its design. The repository's `docs/fleet.md` covers failover (and
 //! [`wait_for_replicas`](RedisBackoffBuilder::wait_for_replicas)), the
 //! fallback and the costs measured against a plain `GET`.
 

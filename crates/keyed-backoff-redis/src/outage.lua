@@ -8,8 +8,8 @@
 -- ARGV[1]  "load" or "store"
 --
 -- load:  ARGV[2] the field of the key asked about ("" for none)
---        answers {version, state text or nil, the key's text or nil,
---        TIME seconds, TIME microseconds}
+--        answers {version (-1: the state is not ours), state text or nil,
+--        the key's text or nil, TIME seconds, TIME microseconds}
 -- store: ARGV[2] the version loaded (0: there was no state)
 --        ARGV[3] the state's text
 --        ARGV[4] the key's field
@@ -22,10 +22,12 @@ local raw = redis.call('GET', KEYS[1])
 local version, text = 0, false
 if raw then
   local v, t = string.match(raw, '^(%d+) (.*)$')
-  if not v then
-    return redis.error_reply('NOTOURS the outage state is not ours')
+  if v then
+    version, text = tonumber(v), t
+  else
+    -- Not ours: loaded as version -1 (the caller reports it), never written.
+    version, text = -1, raw
   end
-  version, text = tonumber(v), t
 end
 
 if ARGV[1] == 'load' then
@@ -37,7 +39,7 @@ if ARGV[1] == 'load' then
   return {version, text, entry, tonumber(now[1]), tonumber(now[2])}
 end
 
-if version ~= tonumber(ARGV[2]) then
+if version < 0 or version ~= tonumber(ARGV[2]) then
   return 0
 end
 local ttl = tonumber(ARGV[7])

@@ -169,10 +169,10 @@ where
     /// The fleet's ruling on `key`.
     async fn rule(
         &self,
-        key: &str,
+        key: &String,
         ask: FleetAsk,
     ) -> Result<(FleetRuling, Option<Advanced>), StoreError> {
-        let level = Gate::level(&self.store, &key.to_owned()).await?;
+        let level = Gate::level(&self.store, key).await?;
         let hash = self.rules.hash(key);
         let step = self.shared.step(&self.rules, hash, ask, level).await?;
         Ok((step.ruling, level))

@@ -259,9 +259,13 @@ where
             .key(&self.keys[1])
             .arg("load")
             .arg(field.unwrap_or(""));
-        type Reply = (u64, Option<String>, Option<String>, u64, u64);
+        type Reply = (i64, Option<String>, Option<String>, u64, u64);
         let (version, state, entry, secs, micros): Reply =
             self.transport.invoke(&self.keys[0], &invocation).await?;
+        let Ok(version) = u64::try_from(version) else {
+            let found = state.unwrap_or_default();
+            return Err(self.corrupt(format!("the outage state is not ours: {found:?}")));
+        };
         Ok(Loaded {
             version,
             state,
