@@ -103,7 +103,7 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn start(server: &Server, prefix: &str) -> Fleet {
+    fn start(server: &Server, prefix: &str, fallback: bool) -> Fleet {
         let exe = std::env::current_exe().expect("the test binary");
         let replicas = (0..PROCESSES)
             .map(|index| {
@@ -114,6 +114,7 @@ impl Fleet {
                     keys: KEYS,
                     down: DOWN,
                     resync: Duration::from_secs(30),
+                    fallback,
                 };
                 let mut child = Command::new(&exe)
                     .envs(setup.env())
@@ -276,9 +277,11 @@ fn prefix(name: &str) -> String {
 fn the_fleet_shares_one_outage() {
     let started = Instant::now();
     let server = Server::with_args(Vec::new());
-    let mut fleet = Fleet::start(&server, &prefix("shares"));
+    let mut fleet = Fleet::start(&server, &prefix("shares"), false);
     fleet.run(0, DOWN.1 + 30 * SECOND, |_, _| {});
     let began = fleet.began();
+    // Redis answered every call: no process ever went on alone.
+    assert_eq!(fleet.alone_since, [None; PROCESSES]);
     let outages: Vec<u64> = fleet.last.iter().map(|s| s.outages).collect();
     assert_eq!(outages, [1; PROCESSES], "one outage, seen by every process");
     assert!(
@@ -294,6 +297,7 @@ fn the_fleet_shares_one_outage() {
         during.iter().partition(|a| a.informed);
     let probes = child::PROBES;
     let per_step = most_per_step(&informed, began, |_| 0);
+    let with_strays = most_per_step(&during, began, |_| 0);
     let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
     let recovery: Vec<u64> = fleet
         .attempts
@@ -307,7 +311,7 @@ fn the_fleet_shares_one_outage() {
     println!(
         "fleet: outage began {:.3} s after the dependency went down; at most {per_step} attempts per \
          ladder step across {PROCESSES} processes (probes {probes}), {} before a process learned of it \
-         (the latest {:.3} s after it began); at most {per_second} attempts in a second of the \
+         (the latest {:.3} s after it began; {with_strays} in a step counting them); at most {per_second} attempts in a second of the \
          recovery (release rate {}); the latest first success {:.3} s after the return; {:.1} s of wall time",
         (began - DOWN.0) as f64 / 1e9,
         strays.len(),
@@ -338,7 +342,7 @@ fn the_fleet_shares_one_outage() {
 fn redis_killed_during_the_outage() {
     let started = Instant::now();
     let mut server = Server::with_args(Vec::new());
-    let mut fleet = Fleet::start(&server, &prefix("killed"));
+    let mut fleet = Fleet::start(&server, &prefix("killed"), true);
     // Until the outage has gone on 30 s: then Redis dies.
     let mut killed_at = None;
     let now = fleet.run(0, DOWN.1, |fleet, now| {

@@ -23,6 +23,9 @@ pub struct Setup {
     pub down: (u64, u64),
     /// How long a key waits after a success before it runs again.
     pub resync: Duration,
+    /// Whether the store answers in process while Redis is unreachable
+    /// (without, an error of the store ends the child, and the test).
+    pub fallback: bool,
 }
 
 pub const ENV: &str = "KEYED_BACKOFF_FLEET_CHILD";
@@ -30,14 +33,15 @@ pub const ENV: &str = "KEYED_BACKOFF_FLEET_CHILD";
 impl Setup {
     pub fn env(&self) -> Vec<(String, String)> {
         let value = format!(
-            "{} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {}",
             self.index,
             self.url,
             self.prefix,
             self.keys,
             self.down.0,
             self.down.1,
-            self.resync.as_nanos()
+            self.resync.as_nanos(),
+            u8::from(self.fallback)
         );
         vec![(ENV.to_string(), value)]
     }
@@ -53,6 +57,7 @@ impl Setup {
             keys: n(3) as usize,
             down: (n(4), n(5)),
             resync: Duration::from_nanos(n(6)),
+            fallback: n(7) == 1,
         })
     }
 }
@@ -78,16 +83,17 @@ pub fn run(setup: Setup) {
         .expect("runtime");
     let clock = MockClock::new();
     let gate: FleetOutageAware<ConnectionManager> = rt.block_on(async {
-        RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(30))
+        // A generous timeout: on a loaded machine a slow answer must not
+        // pass for Redis being away.
+        let mut builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(30))
             .prefix(setup.prefix.clone())
             .clock(clock.clone())
-            .timeout(Duration::from_millis(500))
-            .fallback(Duration::from_secs(1))
-            .open(&setup.url)
-            .await
-            .expect("store")
-            .outage_aware(settings())
-            .expect("settings")
+            .timeout(Duration::from_secs(2));
+        if setup.fallback {
+            builder = builder.fallback(Duration::from_secs(1));
+        }
+        let store = builder.open(&setup.url).await.expect("store");
+        store.outage_aware(settings()).expect("settings")
     });
     let keys: Vec<String> = (0..setup.keys)
         .map(|k| format!("replica{}-key{k}", setup.index))
