@@ -93,7 +93,24 @@ where
 {
     /// This store with outage awareness shared by every replica on its
     /// prefix (see [`FleetOutageAware`]). Fails with the first of
-    /// `settings` out of range.
+    /// `settings` out of range. Nothing is sent to Redis until the first
+    /// call.
+    ///
+    /// ```
+    /// use keyed_backoff_redis::keyed_backoff::OutageSettings;
+    /// use keyed_backoff_redis::RedisBackoff;
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .prefix("payments")
+    ///     .open("redis://127.0.0.1:6379/") // connects on first use
+    ///     .await?;
+    /// let err = store.outage_aware(OutageSettings::new().release_rate(0.0)).unwrap_err();
+    /// assert_eq!(err.field(), "outage.release_rate");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn outage_aware(
         self,
         settings: OutageSettings,
@@ -121,7 +138,21 @@ where
     }
 
     /// Whether an outage was under way in the state this replica last
-    /// saw (no round trip).
+    /// saw (no round trip): a replica reads the state at every call during
+    /// an outage, and outside one at every fresh failure and at least
+    /// every 100 ms of claims and failures.
+    ///
+    /// ```no_run
+    /// # use keyed_backoff_redis::{FleetOutageAware, redis::aio::ConnectionManager};
+    /// # fn f(gate: &FleetOutageAware<ConnectionManager>) {
+    /// if gate.in_outage() {
+    ///     eprintln!("outage: {} keys parked across the fleet", gate.parked());
+    /// }
+    /// if gate.alone() {
+    ///     eprintln!("Redis unreachable: this replica holds its keys alone");
+    /// }
+    /// # }
+    /// ```
     pub fn in_outage(&self) -> bool {
         self.shared.seen.lock().view.in_outage
     }
@@ -144,6 +175,22 @@ where
 
     /// The Redis keys of the outage's state and of its parked keys, under
     /// one hash tag (one Redis Cluster slot).
+    ///
+    /// ```
+    /// use keyed_backoff_redis::keyed_backoff::OutageSettings;
+    /// use keyed_backoff_redis::RedisBackoff;
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let gate = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .prefix("payments")
+    ///     .open("redis://127.0.0.1:6379/")
+    ///     .await?
+    ///     .outage_aware(OutageSettings::new())?;
+    /// assert_eq!(gate.redis_keys(), ["{payments:outage}:state", "{payments:outage}:parked"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn redis_keys(&self) -> [&str; 2] {
         let [state, parked] = self.shared.keys();
         [state, parked]
