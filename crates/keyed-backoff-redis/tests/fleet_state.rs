@@ -1,5 +1,6 @@
 //! The fleet's outage state in Redis, within one process: a replica learns
-//! of an outage another declared, the probes of a step are the fleet's, a
+//! of an outage another declared (at once on its first call, within 100 ms
+//! of claims after that), the probes of a step are the fleet's, a
 //! state that is not ours is an error left untouched, and a Redis that
 //! lost the state in a restart gets it back from a replica that kept it.
 //! (`fleet_outage.rs` runs the fleet as four processes.)
@@ -62,6 +63,26 @@ fn a_replica_learns_of_the_outage_and_shares_its_probes() {
         assert_eq!(goes, 3);
         // b made the last call: its copy counts every parked key.
         assert_eq!(b.parked(), 41);
+    });
+}
+
+#[test]
+fn a_replica_that_only_claims_reads_the_phase_every_100_ms() {
+    let server = common::shared();
+    runtime().block_on(async {
+        let (clock, prefix) = (MockClock::new(), prefix("fleet-refresh"));
+        let a = replica(&server.url, &prefix, &clock).await;
+        let b = replica(&server.url, &prefix, &clock).await;
+        // b reads the phase (normal), then a declares an outage.
+        assert_eq!(b.claim(&"b-0".to_string()).await.unwrap(), None);
+        declare(&a).await;
+        // Within 100 ms b trusts what it read; from then on it reads again.
+        clock.advance(Duration::from_millis(99));
+        assert_eq!(b.claim(&"b-1".to_string()).await.unwrap(), None);
+        assert!(!b.in_outage());
+        clock.advance(Duration::from_millis(1));
+        b.claim(&"b-2".to_string()).await.unwrap();
+        assert!(b.in_outage());
     });
 }
 
