@@ -186,6 +186,13 @@ pub use snapshot::{Snapshot, SnapshotEntry};
 pub mod __private {
     pub use crate::draws::UnitDraws;
     pub use crate::duration::saturating_nanos;
+    /// The outage's state kept by a fleet (the Redis crate's fleet-wide
+    /// outage awareness): the in-process watch's decisions on a state
+    /// loaded for one call, written back as text.
+    pub use crate::outage::fleet::{
+        Declared, EntryChange, FleetAsk, FleetDetector, FleetRules, FleetRuling, FleetStep,
+        FleetView,
+    };
     pub use crate::settings::Resolved;
 
     /// `settings` with every value resolved (the expiry window in force).

@@ -114,6 +114,24 @@ impl Detector {
         self.in_outage
     }
 
+    /// While an outage is declared, the successes in a row seen so far;
+    /// `None` outside one. With [`resumed`](Self::resumed), the part of
+    /// the detector a fleet shares (the outcomes before an outage are
+    /// each replica's own).
+    pub(crate) fn streak(&self) -> Option<u32> {
+        self.in_outage.then_some(self.streak)
+    }
+
+    /// A detector for validated `settings` that has seen nothing outside
+    /// an outage, and is in one with `streak` successes in a row when
+    /// `streak` is given.
+    pub(crate) fn resumed(settings: &OutageSettings, streak: Option<u32>) -> Self {
+        let mut detector = Detector::new(settings);
+        detector.in_outage = streak.is_some();
+        detector.streak = streak.unwrap_or(0);
+        detector
+    }
+
     /// Takes the totals of failures and successes told so far from outside
     /// (the watch counts them without a lock): the counts of the marks to
     /// come are taken from them.

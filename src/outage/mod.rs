@@ -29,13 +29,15 @@
 
 mod aware;
 mod detector;
+pub(crate) mod fleet;
 mod ladder;
 mod parked;
 mod release;
 mod settings;
+mod state;
 mod watch;
 
 pub use aware::OutageAware;
 pub use settings::OutageSettings;
 
-pub(crate) use watch::Event;
+pub(crate) use state::Event;

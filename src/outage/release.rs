@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::parked::{Parked, Turn};
+use crate::duration::saturating_nanos;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -71,6 +72,33 @@ impl Release {
                 .saturating_add(max_step.saturating_mul(2))
                 .saturating_add(queue),
         }
+    }
+
+    /// Its numbers, for [`restore`](Self::restore): the next free time,
+    /// the gap, the most per second, the end, then the latest attempts
+    /// (times in nanoseconds).
+    pub(crate) fn parts(&self) -> Vec<u64> {
+        let head = [self.next, self.gap, Duration::ZERO, self.until].map(saturating_nanos);
+        let mut parts = head.to_vec();
+        parts[2] = self.per_second as u64;
+        parts.extend(self.latest.iter().map(|t| saturating_nanos(*t)));
+        parts
+    }
+
+    /// The release whose [`parts`](Self::parts) these are; `None` when
+    /// they are too few or make no release.
+    pub(crate) fn restore(parts: &[u64]) -> Option<Self> {
+        let [next, gap, per_second, until, latest @ ..] = parts else {
+            return None;
+        };
+        let per_second = usize::try_from(*per_second).ok().filter(|n| *n > 0)?;
+        (latest.len() <= per_second && *gap > 0).then(|| Release {
+            next: Duration::from_nanos(*next),
+            gap: Duration::from_nanos(*gap),
+            per_second,
+            latest: latest.iter().map(|t| Duration::from_nanos(*t)).collect(),
+            until: Duration::from_nanos(*until),
+        })
     }
 
     /// Whether the release is over at `at`: no key is parked any more.

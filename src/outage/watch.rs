@@ -16,52 +16,16 @@
 
 use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::detector::{Change, Counts, Detector, Outcome};
-use super::ladder::Outage;
-use super::parked::{Parked, Turn};
-use super::release::{Release, push_bounded};
 use super::settings::OutageSettings;
-use crate::draws::unit_at;
-
-/// What the wrapper does with a key the watch was asked about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ruling<L> {
-    /// Not parked: the key's own backoff decides.
-    Free,
-    /// Parked until this time; a failure reported now is `counted` when it
-    /// was the key's turn, and out of turn otherwise.
-    Parked { until: Duration, counted: bool },
-    /// Let go now, after the outage: the key's own backoff decides, from
-    /// its level as it stood when the outage first parked it.
-    Released { level: L },
-}
-
-/// Why the wrapper asks about a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Asked {
-    /// A caller about to run the key (it claims the key's turn).
-    Claim,
-    /// A failure of the key.
-    Failure,
-}
-
-/// What a change of state was, for events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Event {
-    /// An outage began, with the counts that declared it.
-    Began(Counts),
-    /// The outage ended after `lasted`, with `parked` keys to let go.
-    Ended { lasted: Duration, parked: usize },
-    /// The release is over: `released` keys were let go.
-    Released { released: u64 },
-}
+pub(crate) use super::state::{Asked, Event, Ruling};
+use super::state::{Home, Map, State};
 
 /// Counters of the watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,23 +35,9 @@ pub(crate) struct Tally {
     pub(crate) outages: u64,
 }
 
-enum Phase {
-    Normal,
-    Outage(Outage),
-    Release(Release),
-}
-
 struct Inner<L> {
-    detector: Detector,
-    phase: Phase,
-    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
-    parked: HashMap<u64, Parked<L>, foldhash::fast::FixedState>,
-    /// When the outage's latest outcomes were told (the last second's, at
-    /// most the release rate of them): attempts that reached the
-    /// dependency, counted against the release's first second.
-    reached: VecDeque<Duration>,
-    outages: u64,
-    released: u64,
+    state: State,
+    parked: Map<L>,
 }
 
 pub(crate) struct Watch<L> {
@@ -219,12 +169,8 @@ impl<L: Copy> Watch<L> {
             active: AtomicBool::new(false),
             told: Box::default(),
             inner: Mutex::new(Inner {
-                detector: Detector::new(&settings),
-                phase: Phase::Normal,
+                state: State::new(&settings),
                 parked: HashMap::default(),
-                reached: VecDeque::new(),
-                outages: 0,
-                released: 0,
             }),
         }
     }
@@ -280,12 +226,13 @@ impl<L: Copy> Watch<L> {
             let inner = &mut *inner;
             let (failures, successes) = self.totals(inner);
             // The detector counts this failure itself: the totals before it.
-            inner.detector.totals(failures.saturating_sub(1), successes);
-            let began = inner.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
-            began.then(|| {
-                self.begin(inner, at);
-                Event::Began(inner.detector.declared())
-            })
+            let state = &mut inner.state;
+            state.detector.totals(failures.saturating_sub(1), successes);
+            let began = state.fresh(&self.settings, &mut inner.parked, hash, at);
+            if began.is_some() {
+                self.active.store(true, Ordering::Relaxed);
+            }
+            began
         };
         // Events are told with the lock released.
         began.into_iter().for_each(&mut events);
@@ -310,19 +257,10 @@ impl<L: Copy> Watch<L> {
         let ended = {
             let mut inner = self.inner.lock();
             let inner = &mut *inner;
-            inner.parked.remove(&self.hasher.hash_one(key));
-            self.reached(inner, at);
-            match (inner.detector.record(Outcome::Success, at), &inner.phase) {
-                (Some(Change::Ended), Phase::Outage(outage)) => {
-                    let (lasted, parked) = (at.saturating_sub(outage.began()), inner.parked.len());
-                    let rate = self.settings.release_rate;
-                    let reached = std::mem::take(&mut inner.reached);
-                    let release = Release::new(at, rate, parked, outage.max_step(), reached);
-                    inner.phase = Phase::Release(release);
-                    Some(Event::Ended { lasted, parked })
-                }
-                _ => None,
-            }
+            let hash = self.hasher.hash_one(key);
+            inner
+                .state
+                .succeeded(&self.settings, &mut inner.parked, hash, at)
         };
         ended.into_iter().for_each(&mut events);
     }
@@ -331,9 +269,9 @@ impl<L: Copy> Watch<L> {
     pub(crate) fn tally(&self) -> Tally {
         let inner = self.inner.lock();
         Tally {
-            in_outage: matches!(inner.phase, Phase::Outage(_)),
-            parked: inner.parked.len(),
-            outages: inner.outages,
+            in_outage: inner.state.in_outage(),
+            parked: inner.parked.count(),
+            outages: inner.state.outages,
         }
     }
 
@@ -351,22 +289,7 @@ impl<L: Copy> Watch<L> {
         }
         let inner = self.inner.lock();
         let hash = self.hasher.hash_one(key);
-        let mut parked = inner
-            .parked
-            .get(&hash)
-            .cloned()
-            .unwrap_or_else(|| Parked::new(level));
-        let turn = match &inner.phase {
-            Phase::Normal => Turn::Go,
-            Phase::Outage(outage) => outage.clone().turn(&mut parked, at, |s| unit_at(hash, s)),
-            Phase::Release(release) if release.over(at) => Turn::Go,
-            Phase::Release(_) if !inner.parked.contains_key(&hash) => Turn::Go,
-            Phase::Release(release) => release.clone().turn(&mut parked, at),
-        };
-        match turn {
-            Turn::Go => None,
-            Turn::Wait(until) => Some(until.saturating_sub(at)),
-        }
+        inner.state.peek(&inner.parked, hash, at, level)
     }
 
     /// What `key` may do at `at`, `asked` by a caller about to run it or
@@ -401,95 +324,13 @@ impl<L: Copy> Watch<L> {
     ) -> (Ruling<L>, Option<Event>) {
         let inner = &mut *inner;
         let hash = self.hasher.hash_one(key);
-        let failure = asked == Asked::Failure;
-        if failure && matches!(inner.phase, Phase::Outage(_)) {
-            // Any failure seen during an outage breaks a run of successes.
-            inner.detector.record(Outcome::Failure, at);
-            self.reached(inner, at);
+        let decided = inner
+            .state
+            .decide(&self.settings, &mut inner.parked, hash, at, asked, level);
+        if !inner.state.active() {
+            self.active.store(false, Ordering::Relaxed);
         }
-        let ruling = match &mut inner.phase {
-            Phase::Normal => Ruling::Free,
-            Phase::Outage(outage) => {
-                let parked = inner
-                    .parked
-                    .entry(hash)
-                    .or_insert_with(|| Parked::new(level));
-                let draw = |step: u64| unit_at(hash, step);
-                let turn = match failure {
-                    true => outage.failed(parked, at, draw),
-                    false => match outage.turn(parked, at, draw) {
-                        Turn::Go => return (Ruling::Free, None),
-                        Turn::Wait(until) => Err(until),
-                    },
-                };
-                let (Ok(until) | Err(until)) = turn;
-                Ruling::Parked {
-                    until,
-                    counted: turn.is_ok(),
-                }
-            }
-            Phase::Release(release) => {
-                if release.over(at) {
-                    let released = inner.released;
-                    self.settle(inner);
-                    return (Ruling::Free, Some(Event::Released { released }));
-                }
-                let Some(parked) = inner.parked.get_mut(&hash) else {
-                    return (Ruling::Free, None);
-                };
-                inner.released += u64::from(parked.release_at.is_none());
-                match release.turn(parked, at) {
-                    Turn::Go => Ruling::Released {
-                        level: parked.level,
-                    },
-                    Turn::Wait(until) => Ruling::Parked {
-                        until,
-                        counted: false,
-                    },
-                }
-            }
-        };
-        (ruling, None)
-    }
-
-    /// An outcome told at `at`: during an outage, an attempt that reached
-    /// the dependency, kept while it is within a second of the latest.
-    fn reached(&self, inner: &mut Inner<L>, at: Duration) {
-        if !matches!(inner.phase, Phase::Outage(_)) {
-            return;
-        }
-        let most = (self.settings.release_rate.floor() as usize).max(1);
-        push_bounded(&mut inner.reached, at, most);
-        while inner
-            .reached
-            .front()
-            .is_some_and(|t| t.saturating_add(Duration::from_secs(1)) <= at)
-        {
-            inner.reached.pop_front();
-        }
-    }
-
-    /// An outage begins at `at`. Keys still waiting to be let go from an
-    /// earlier one keep the level they had then; the others are forgotten.
-    fn begin(&self, inner: &mut Inner<L>, at: Duration) {
-        inner
-            .parked
-            .retain(|_, p| p.release_at.is_none_or(|go| go > at));
-        for p in inner.parked.values_mut() {
-            *p = Parked::new(p.level);
-        }
-        inner.phase = Phase::Outage(Outage::new(at, &self.settings));
-        inner.reached.clear();
-        inner.outages += 1;
-        self.active.store(true, Ordering::Relaxed);
-    }
-
-    /// The release is over: nothing is parked any more.
-    fn settle(&self, inner: &mut Inner<L>) {
-        inner.phase = Phase::Normal;
-        inner.parked = HashMap::default();
-        inner.released = 0;
-        self.active.store(false, Ordering::Relaxed);
+        decided
     }
 }
 

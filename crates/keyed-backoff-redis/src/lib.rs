@@ -64,7 +64,9 @@
 //!   `cluster_async::ClusterConnection` (build the store on one).
 //! - `tracing`, `metrics`: events and counters for operators.
 //!
-//! The repository's `docs/fleet.md` covers failover (and
+//! [`FleetOutageAware`] shares one outage (the core's outage awareness)
+//! among the replicas on a prefix: the repository's `docs/outage.md` has
+//! its design. The repository's `docs/fleet.md` covers failover (and
 //! [`wait_for_replicas`](RedisBackoffBuilder::wait_for_replicas)), the
 //! fallback and the costs measured against a plain `GET`.
 
@@ -75,6 +77,7 @@ mod connection;
 mod error;
 mod event;
 mod fallback;
+mod fleet;
 mod gate;
 mod near_cache;
 mod observe;
@@ -87,6 +90,7 @@ pub use builder::RedisBackoffBuilder;
 pub use connection::fail_fast;
 pub use error::StoreError;
 pub use event::{Event, OpId};
+pub use fleet::FleetOutageAware;
 pub use stats::Stats;
 pub use store::RedisBackoff;
 

@@ -44,7 +44,7 @@ impl<C> Transport<C> {
     /// Tells operators when Redis becomes unreachable and when it answers
     /// again, once each, from the outcome of each call; returns whether
     /// the call's own error (if any) is part of such an outage.
-    fn track(&self, result: &Result<Reply, StoreError>) -> bool {
+    fn track<T>(&self, result: &Result<T, StoreError>) -> bool {
         let down = matches!(
             result,
             Err(StoreError::Unavailable { .. } | StoreError::TimedOut { .. })
@@ -96,6 +96,29 @@ where
         };
         let outage = self.track(&result);
         observe::operation(call.op, key, &result, timer, outage);
+        result
+    }
+
+    /// Runs another script's `invocation` (loaded once if the server does
+    /// not know it) for the caller's `key` (the one errors name), bounded
+    /// by the timeout; Redis found unreachable or answering again is told
+    /// to operators as for the store's own calls.
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        key: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.clone();
+        let result =
+            match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
+                Err(_) => Err(StoreError::TimedOut {
+                    after: self.timeout,
+                    source: None,
+                }),
+            };
+        self.track(&result);
         result
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keyed_backoff_redis::keyed_backoff::{Gate, OutageSettings};
 use keyed_backoff_redis::redis::cluster::ClusterClient;
 use keyed_backoff_redis::redis::cluster_async::ClusterConnection;
 use keyed_backoff_redis::{Event, OpId, RedisBackoff};
@@ -56,6 +57,32 @@ async fn every_clientgo_trace_replays_on_a_cluster() {
             Duration::from_secs(1)
         );
     }
+
+    // The fleet's outage state lives in one slot (one hash tag): two
+    // replicas on the cluster share one outage and its probes.
+    let replica = || {
+        RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix("fleet")
+            .timeout(Duration::from_secs(1))
+            .build(conn.clone())
+            .unwrap()
+            .outage_aware(OutageSettings::new().min_failing_keys(3).probes(Some(2)))
+            .unwrap()
+    };
+    let (a, b) = (replica(), replica());
+    for key in ["down-1", "down-2", "down-3"] {
+        assert!(a.fail(&key.to_string()).await.unwrap().is_ok());
+    }
+    assert!(a.in_outage());
+    let mut goes = 0;
+    for k in 0..20 {
+        let gate = if k % 2 == 0 { &a } else { &b };
+        // Within the ladder's first steps (Redis time): at most 2 go.
+        goes += usize::from(gate.claim(&format!("key-{k}")).await.unwrap().is_none());
+    }
+    assert!(goes <= 2, "{goes} keys went");
+    assert!(b.in_outage());
+    assert_eq!((a.outages(), b.outages()), (1, 1));
 }
 
 const TASKS: usize = 4;

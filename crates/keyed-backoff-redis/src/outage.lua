@@ -1,0 +1,58 @@
+-- The outage a fleet shares: its state and its parked keys, under one
+-- hash tag (so that both live on one Redis Cluster node). The rules are
+-- not here: each replica loads the state, decides in Rust (the core's
+-- outage rules) and stores what changed with a compare-and-set.
+--
+-- KEYS[1]  the state: "<version> <text>"
+-- KEYS[2]  the parked keys: a hash, field = a key's hash, value = its text
+-- ARGV[1]  "load" or "store"
+--
+-- load:  ARGV[2] the field of the key asked about ("" for none)
+--        answers {version (-1: the state is not ours), state text or nil,
+--        the key's text or nil, TIME seconds, TIME microseconds}
+-- store: ARGV[2] the version loaded (0: there was no state)
+--        ARGV[3] the state's text
+--        ARGV[4] the key's field
+--        ARGV[5] the key's text: "" unchanged, "-" removed
+--        ARGV[6] "1" when every parked key is stale (a new generation)
+--        ARGV[7] how long both live unwritten, in milliseconds
+--        answers 1 when written, 0 when the version moved meanwhile
+
+local raw = redis.call('GET', KEYS[1])
+local version, text = 0, false
+if raw then
+  local v, t = string.match(raw, '^(%d+) (.*)$')
+  if v then
+    version, text = tonumber(v), t
+  else
+    -- Not ours: loaded as version -1 (the caller reports it), never written.
+    version, text = -1, raw
+  end
+end
+
+if ARGV[1] == 'load' then
+  local entry = false
+  if ARGV[2] ~= '' then
+    entry = redis.call('HGET', KEYS[2], ARGV[2])
+  end
+  local now = redis.call('TIME')
+  return {version, text, entry, tonumber(now[1]), tonumber(now[2])}
+end
+
+if version < 0 or version ~= tonumber(ARGV[2]) then
+  return 0
+end
+local ttl = tonumber(ARGV[7])
+if ARGV[6] == '1' then
+  redis.call('DEL', KEYS[2])
+end
+redis.call('SET', KEYS[1], string.format('%d %s', version + 1, ARGV[3]), 'PX', ttl)
+if ARGV[5] == '-' then
+  redis.call('HDEL', KEYS[2], ARGV[4])
+elseif ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1

@@ -1,0 +1,498 @@
+//! The outage's state kept outside the process, for a fleet that shares
+//! one outage (the Redis crate's fleet-wide outage awareness): the same
+//! decisions as the in-process watch ([`State`]'s), made on a state loaded
+//! for one call and written back as text.
+//!
+//! A call loads the shared state and the one parked key it is about,
+//! [`FleetRules::step`] decides, and the caller writes back what changed
+//! (with a compare-and-set of its own). Where the in-process watch begins
+//! or settles an outage on its whole map of parked keys, the fleet's
+//! state counts a generation instead: a parked key written in an older
+//! generation counts as absent, so no call has to visit every key.
+//!
+//! What each replica keeps to itself: the detector's outcomes outside an
+//! outage ([`FleetDetector`]); a declaration is then published with
+//! [`FleetAsk::Begin`], and adopted by a replica that finds an outage
+//! already under way.
+//!
+//! Not API: the Redis crate's hook, with no semver promise.
+
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use super::detector::{Change, Counts, Detector, Outcome};
+use super::ladder::Outage;
+use super::parked::Parked;
+use super::release::Release;
+use super::settings::OutageSettings;
+use super::state::{Asked, Event, Home, Phase, Ruling, State};
+use crate::duration::saturating_nanos;
+use crate::entry::Advanced;
+use crate::error::ConfigError;
+
+/// The version of the text written; a state of another version is an
+/// error, never guessed at.
+const FORMAT: &str = "1";
+
+/// The rules of one fleet's outage: its settings and the seed that hashes
+/// its keys (every replica must use the same, so that they name a parked
+/// key alike and draw the same slots).
+#[derive(Debug, Clone)]
+pub struct FleetRules {
+    settings: OutageSettings,
+    hasher: foldhash::quality::FixedState,
+}
+
+/// What a call tells the shared state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetAsk {
+    /// A caller about to run the key (it claims the key's turn).
+    Claim,
+    /// A failure of the key.
+    Failure,
+    /// A success of the key.
+    Success,
+    /// The wait the key would be told, changing nothing.
+    Peek,
+    /// This replica's detector declared an outage: one begins unless one
+    /// is already under way (then it is adopted).
+    Begin(Declared),
+}
+
+/// The counts with which a replica's detector declared an outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared(Counts);
+
+/// What the key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetRuling {
+    /// Not parked: the key's own backoff decides.
+    Free,
+    /// Parked for a while more.
+    Parked {
+        /// How long more.
+        wait: Duration,
+        /// For a failure: it was the key's turn, and it is counted.
+        counted: bool,
+    },
+    /// Let go now.
+    Released {
+        /// Its own level before the outage.
+        level: Option<Advanced>,
+    },
+}
+
+/// What becomes of the key's parked entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryChange {
+    /// Unchanged.
+    Keep,
+    /// Written anew.
+    Put(String),
+    /// Removed.
+    Remove,
+}
+
+/// One decision and what it changed.
+#[derive(Debug, Clone)]
+pub struct FleetStep {
+    /// What the key may do.
+    pub ruling: FleetRuling,
+    /// The new state, when it changed.
+    pub state: Option<String>,
+    /// The key's parked entry.
+    pub entry: EntryChange,
+    /// Whether the generation changed: every parked entry is stale now.
+    pub cleared: bool,
+    /// What the state is now.
+    pub view: FleetView,
+    event: Option<Event>,
+}
+
+impl FleetStep {
+    /// Tells operators of the change of state it made, if any (the core's
+    /// `tracing` events and `metrics` counters for outages).
+    pub fn report(&self) {
+        if let Some(event) = self.event {
+            crate::observe::outage(event);
+        }
+    }
+}
+
+/// A state, read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetView {
+    /// An outage or its release is under way.
+    pub active: bool,
+    /// An outage is under way.
+    pub in_outage: bool,
+    /// Keys parked.
+    pub parked: u64,
+    /// Outages declared so far.
+    pub outages: u64,
+    /// The generation of the parked entries.
+    pub generation: u64,
+}
+
+/// A replica's own detector: the outcomes outside an outage.
+#[derive(Debug, Clone)]
+pub struct FleetDetector {
+    detector: Detector,
+    settings: OutageSettings,
+}
+
+impl FleetDetector {
+    /// A fresh failure of the key with `hash` at `at` (on the replica's own
+    /// line), after `failures` failures (this one not counted) and
+    /// `successes` successes: the counts that declare an outage, if it does.
+    /// A declaration starts the count afresh, as the in-process detector's
+    /// does; the fleet's state holds the outage.
+    pub fn fresh(
+        &mut self,
+        hash: u64,
+        at: Duration,
+        failures: u64,
+        successes: u64,
+    ) -> Option<Declared> {
+        self.detector.totals(failures, successes);
+        let began = self.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
+        began.then(|| {
+            let declared = self.detector.declared();
+            self.detector = Detector::new(&self.settings);
+            Declared(declared)
+        })
+    }
+}
+
+/// The one parked key a fleet's call loads.
+struct One {
+    entry: Option<Parked<Option<Advanced>>>,
+    count: u64,
+    generation: u64,
+}
+
+impl Home<Option<Advanced>> for One {
+    fn park(&mut self, _: u64, level: Option<Advanced>) -> &mut Parked<Option<Advanced>> {
+        if self.entry.is_none() {
+            self.count = self.count.saturating_add(1);
+        }
+        self.entry.get_or_insert_with(|| Parked::new(level))
+    }
+
+    fn find(&mut self, _: u64) -> Option<&mut Parked<Option<Advanced>>> {
+        self.entry.as_mut()
+    }
+
+    fn get(&self, _: u64) -> Option<&Parked<Option<Advanced>>> {
+        self.entry.as_ref()
+    }
+
+    fn unpark(&mut self, _: u64) {
+        if self.entry.take().is_some() {
+            self.count = self.count.saturating_sub(1);
+        }
+    }
+
+    fn count(&self) -> usize {
+        usize::try_from(self.count).unwrap_or(usize::MAX)
+    }
+
+    fn begin(&mut self, _: Duration) {
+        self.clear();
+    }
+
+    fn clear(&mut self) {
+        self.entry = None;
+        self.count = 0;
+        self.generation = self.generation.wrapping_add(1);
+    }
+}
+
+impl FleetRules {
+    /// The rules for `settings` (the first out of range is the error),
+    /// hashing keys with their seed, or `seed` when they have none.
+    pub fn new(settings: OutageSettings, seed: u64) -> Result<Self, ConfigError> {
+        let settings = settings.validate()?;
+        Ok(FleetRules {
+            hasher: foldhash::quality::FixedState::with_seed(settings.seed.unwrap_or(seed)),
+            settings,
+        })
+    }
+
+    /// The settings, validated.
+    pub fn settings(&self) -> &OutageSettings {
+        &self.settings
+    }
+
+    /// A key's hash: the name of its parked entry, and its draws.
+    pub fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// A replica's own detector, that has seen nothing.
+    pub fn detector(&self) -> FleetDetector {
+        FleetDetector {
+            detector: Detector::new(&self.settings),
+            settings: self.settings,
+        }
+    }
+
+    /// The state `state` (none yet when `None`), read.
+    pub fn view(&self, state: Option<&str>) -> Result<FleetView, String> {
+        let (state, one) = self.load(state, None)?;
+        Ok(view(&state, &one))
+    }
+
+    /// Decides `ask` for the key with `hash` at `at` (on the fleet's time
+    /// line), on the shared `state` and the key's parked `entry` as
+    /// loaded; `level` is the key's own level now. An error names what
+    /// could not be read.
+    pub fn step(
+        &self,
+        state: Option<&str>,
+        entry: Option<&str>,
+        hash: u64,
+        at: Duration,
+        ask: FleetAsk,
+        level: Option<Advanced>,
+    ) -> Result<FleetStep, String> {
+        let settings = &self.settings;
+        let (mut shared, mut one) = self.load(state, entry)?;
+        let (before, generation) = (one.entry.clone(), one.generation);
+        let mut event = None;
+        let ruling = match ask {
+            FleetAsk::Claim | FleetAsk::Failure => {
+                let asked = match ask {
+                    FleetAsk::Claim => Asked::Claim,
+                    _ => Asked::Failure,
+                };
+                let (ruling, e) = shared.decide(settings, &mut one, hash, at, asked, level);
+                event = e;
+                match ruling {
+                    Ruling::Free => FleetRuling::Free,
+                    Ruling::Parked { until, counted } => FleetRuling::Parked {
+                        wait: until.saturating_sub(at),
+                        counted,
+                    },
+                    Ruling::Released { level } => FleetRuling::Released { level },
+                }
+            }
+            FleetAsk::Success => {
+                if shared.active() {
+                    event = shared.succeeded(settings, &mut one, hash, at);
+                }
+                FleetRuling::Free
+            }
+            FleetAsk::Peek => match shared.peek(&one, hash, at, level) {
+                Some(wait) => FleetRuling::Parked {
+                    wait,
+                    counted: false,
+                },
+                None => FleetRuling::Free,
+            },
+            FleetAsk::Begin(Declared(counts)) => {
+                if !shared.in_outage() {
+                    shared.detector = Detector::resumed(settings, Some(0));
+                    shared.begin(settings, &mut one, at);
+                    event = Some(Event::Began(counts));
+                }
+                FleetRuling::Free
+            }
+        };
+        let cleared = one.generation != generation;
+        let written = encode(&shared, &one);
+        let changed = ask != FleetAsk::Peek && state != Some(written.as_str());
+        let entry = match &one.entry {
+            _ if ask == FleetAsk::Peek || (one.entry == before && !cleared) => EntryChange::Keep,
+            None => EntryChange::Remove,
+            Some(parked) => EntryChange::Put(encode_entry(parked, one.generation)),
+        };
+        Ok(FleetStep {
+            ruling,
+            state: changed.then_some(written),
+            entry,
+            cleared,
+            view: view(&shared, &one),
+            event,
+        })
+    }
+
+    /// The state and the key's entry, read; an entry of another
+    /// generation is absent.
+    fn load(&self, state: Option<&str>, entry: Option<&str>) -> Result<(State, One), String> {
+        let settings = &self.settings;
+        let Some(text) = state else {
+            let one = One {
+                entry: None,
+                count: 0,
+                generation: 0,
+            };
+            return Ok((State::new(settings), one));
+        };
+        let bad = || format!("an outage state of format {FORMAT}, not {text:?}");
+        let mut words = Words(text.split(' '));
+        if words.0.next() != Some(FORMAT) {
+            return Err(bad());
+        }
+        let decoded = (|| {
+            let [generation, outages, released, count] = words.numbers()?;
+            let streak = words.maybe()?.map(|s| u32::try_from(s).unwrap_or(u32::MAX));
+            let phase = match words.0.next()? {
+                "N" => Phase::Normal,
+                "O" => Phase::Outage(Outage::restore(settings, words.numbers()?)),
+                "R" => Phase::Release(Release::restore(&words.list()?)?),
+                _ => return None,
+            };
+            let reached = words
+                .list()?
+                .into_iter()
+                .map(Duration::from_nanos)
+                .collect();
+            let shared = State {
+                detector: Detector::resumed(settings, streak),
+                phase,
+                reached,
+                outages,
+                released,
+            };
+            let one = One {
+                entry: None,
+                count,
+                generation,
+            };
+            words.0.next().is_none().then_some((shared, one))
+        })();
+        let (shared, mut one) = decoded.ok_or_else(bad)?;
+        if let Some(entry) = entry {
+            let parked = decode_entry(entry)
+                .ok_or_else(|| format!("a parked key of format {FORMAT}, not {entry:?}"))?;
+            one.entry = (parked.0 == one.generation).then_some(parked.1);
+        }
+        Ok((shared, one))
+    }
+}
+
+fn view(shared: &State, one: &One) -> FleetView {
+    FleetView {
+        active: shared.active(),
+        in_outage: shared.in_outage(),
+        parked: one.count,
+        outages: shared.outages,
+        generation: one.generation,
+    }
+}
+
+/// The state as text: the format, the generation, the counters, the
+/// detector's run of successes, the phase and the latest attempts.
+fn encode(shared: &State, one: &One) -> String {
+    let mut out = Text(String::from(FORMAT));
+    out.numbers(&[one.generation, shared.outages, shared.released, one.count]);
+    out.maybe(shared.detector.streak().map(u64::from));
+    match &shared.phase {
+        Phase::Normal => out.word("N"),
+        Phase::Outage(outage) => {
+            out.word("O");
+            out.numbers(&outage.parts());
+        }
+        Phase::Release(release) => {
+            out.word("R");
+            out.list(&release.parts());
+        }
+    }
+    let reached: Vec<u64> = shared
+        .reached
+        .iter()
+        .map(|t| saturating_nanos(*t))
+        .collect();
+    out.list(&reached);
+    out.0
+}
+
+/// A parked key as text: its generation, its level, and its turns.
+fn encode_entry(parked: &Parked<Option<Advanced>>, generation: u64) -> String {
+    let mut out = Text(generation.to_string());
+    out.maybe(parked.level.map(|l| saturating_nanos(l.backoff)));
+    out.numbers(&[parked.level.map_or(0, |l| u64::from(l.attempts))]);
+    out.maybe(parked.counted_in);
+    out.maybe(parked.probe_in);
+    out.maybe(parked.release_at.map(saturating_nanos));
+    out.0
+}
+
+fn decode_entry(text: &str) -> Option<(u64, Parked<Option<Advanced>>)> {
+    let mut words = Words(text.split(' '));
+    let [generation] = words.numbers()?;
+    let backoff = words.maybe()?;
+    let [attempts] = words.numbers()?;
+    let parked = Parked {
+        level: backoff.map(|b| Advanced {
+            backoff: Duration::from_nanos(b),
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        }),
+        counted_in: words.maybe()?,
+        probe_in: words.maybe()?,
+        release_at: words.maybe()?.map(Duration::from_nanos),
+    };
+    words.0.next().is_none().then_some((generation, parked))
+}
+
+/// Text being written: words separated by spaces.
+struct Text(String);
+
+impl Text {
+    fn word(&mut self, word: &str) {
+        self.0.push(' ');
+        self.0.push_str(word);
+    }
+
+    fn numbers(&mut self, numbers: &[u64]) {
+        for n in numbers {
+            self.word(&n.to_string());
+        }
+    }
+
+    /// A number or `-` for none.
+    fn maybe(&mut self, n: Option<u64>) {
+        match n {
+            Some(n) => self.numbers(&[n]),
+            None => self.word("-"),
+        }
+    }
+
+    /// How many, then each.
+    fn list(&mut self, numbers: &[u64]) {
+        self.numbers(&[numbers.len() as u64]);
+        self.numbers(numbers);
+    }
+}
+
+/// Text being read, word by word.
+struct Words<'a>(std::str::Split<'a, char>);
+
+impl Words<'_> {
+    fn numbers<const N: usize>(&mut self) -> Option<[u64; N]> {
+        let mut out = [0; N];
+        for n in &mut out {
+            *n = self.0.next()?.parse().ok()?;
+        }
+        Some(out)
+    }
+
+    fn maybe(&mut self) -> Option<Option<u64>> {
+        match self.0.next()? {
+            "-" => Some(None),
+            word => word.parse().ok().map(Some),
+        }
+    }
+
+    fn list(&mut self) -> Option<Vec<u64>> {
+        let [len] = self.numbers()?;
+        // Collected one by one (an `Option`'s collect reserves nothing
+        // ahead), so a damaged length allocates no more than the words.
+        (0..len).map(|_| self.numbers().map(|[n]| n)).collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "fleet_tests.rs"]
+mod tests;
