@@ -19,6 +19,8 @@ use keyed_backoff_testkit::redis_server::Server;
 use keyed_backoff_tower::keyed_backoff::Gate;
 use keyed_backoff_tower::keyed_backoff::clock::MockClock;
 use keyed_backoff_tower::{Backoff, BoxError, InBackoff, KeyedBackoffLayer, RetryHttp};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
 
@@ -61,23 +63,6 @@ async fn send(client: &Client, key: &str) -> Seen {
     }
 }
 
-/// A pseudo-random stream (splitmix64), so a failure can be replayed.
-struct Draws(u64);
-
-impl Draws {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[tokio::test]
 async fn three_replicas_answer_every_request_as_one_manager() {
     let server = Server::start();
@@ -111,26 +96,31 @@ async fn three_replicas_answer_every_request_as_one_manager() {
         .fail_fast();
     let one: Client = BoxCloneService::new(one.layer(upstream(&status)));
 
-    let mut draws = Draws(0x5eed);
+    // Seeded, so that a failure can be replayed.
+    let mut draws = SmallRng::seed_from_u64(0x5eed);
     let (mut sent, mut refused, mut reset) = (0, 0, 0);
     for step in 0..1_000 {
-        let key = KEYS[draws.below(3) as usize];
+        let key = KEYS[draws.random_range(0..3usize)];
         // The next request comes at the key's backoff's end, one
         // nanosecond either side of it, halfway through it, past its
         // expiry (2 * MAX), or at some other time.
         let wait = manager.wait(&key.to_string()).await.unwrap();
         let ns = Duration::from_nanos(1);
-        let gap = match (draws.below(8), wait) {
+        let gap = match (draws.random_range(0..8), wait) {
             (0, Some(w)) => w,
             (1, Some(w)) => w.saturating_sub(ns),
             (2, Some(w)) => w + ns,
             (3 | 4, Some(w)) => w / 2,
             (5, _) => MAX * 2 + ns,
-            _ => Duration::from_millis(draws.below(20_000)),
+            _ => Duration::from_millis(draws.random_range(0..20_000)),
         };
         clock.advance(gap);
-        *status.lock().unwrap() = if draws.below(8) == 0 { 200 } else { 503 };
-        let replica = draws.below(3) as usize;
+        *status.lock().unwrap() = if draws.random_range(0..8) == 0 {
+            200
+        } else {
+            503
+        };
+        let replica = draws.random_range(0..3usize);
         let fleet = send(&replicas[replica], key).await;
         let alone = send(&one, key).await;
         assert_eq!(fleet, alone, "step {step}: {key} through replica {replica}");
