@@ -241,8 +241,11 @@ where
     /// [`manager`](ObjectBackoff::manager) describe the fallback, and
     /// [`level`](ObjectBackoff::level) asks the store.
     ///
-    /// Outage awareness runs inside one process: `build` refuses
-    /// [`outage`](Self::outage) with a shared store (field `outage`).
+    /// The builder's outage awareness runs inside one process: `build`
+    /// refuses [`outage`](Self::outage) with a shared store (field
+    /// `outage`). For one outage across the fleet, share a store that is
+    /// outage-aware itself, such as keyed-backoff-redis's
+    /// `RedisBackoff::outage_aware(settings)`.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -312,7 +315,7 @@ where
         if outage && self.shared.is_some() {
             return Err(ConfigError::new(
                 "outage",
-                "off with a shared store (outage awareness runs inside one process)",
+                "off with a shared store (give the store outage awareness of its own, for the whole fleet)",
                 "on",
             ));
         }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
-use keyed_backoff_kube::keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff_kube::keyed_backoff::{Advanced, Gate, InBackoff, OutageSettings};
 use keyed_backoff_kube::{ObjectBackoff, TokioClock};
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{RedisBackoff, RedisBackoffBuilder, StoreError};
@@ -300,4 +300,51 @@ async fn on_redis_time_a_new_backoff_skips_for_the_wait_left() {
     assert_eq!(second.level(&cm).await, level(10, 1));
     let c = second.stats();
     assert_eq!((c.skips, c.fallback_answers), (1, 0));
+}
+
+/// One outage for the fleet: each controller's backoff over the Redis
+/// store's fleet-wide outage awareness. Three objects failing through one
+/// replica declare it; a failing object on the other replica is then
+/// parked on the fleet's ladder instead of climbing its own (without the
+/// shared outage, its one fresh failure would start its ladder).
+#[tokio::test]
+async fn two_replicas_share_one_outage() {
+    let server = Server::start();
+    let (initial, max) = (Duration::from_secs(10), Duration::from_secs(300));
+    let prefix = format!("kube-fleet-outage-{}", std::process::id());
+    let replica = || async {
+        let store = RedisBackoff::builder(initial, max)
+            .prefix(prefix.clone())
+            .open(&server.url)
+            .await
+            .unwrap();
+        let gate = Arc::new(
+            store
+                .outage_aware(OutageSettings::default().min_failing_keys(3))
+                .unwrap(),
+        );
+        let backoff = ObjectBackoff::<ConfigMap>::builder(initial, max)
+            .shared(Arc::clone(&gate))
+            .build()
+            .unwrap();
+        (gate, backoff)
+    };
+    let ((one_gate, one), (two_gate, two)) = (replica().await, replica().await);
+    let mut failing = one.reconciler(|_, _: Arc<()>| async { Err::<Action, _>(support::Failed) });
+    for name in ["a", "b", "c"] {
+        failing(Arc::new(configmap(name, 1)), Arc::new(()))
+            .await
+            .unwrap_err();
+    }
+    assert!(one_gate.in_outage());
+
+    let d = Arc::new(configmap("d", 1));
+    let mut failing = two.reconciler(|_, _: Arc<()>| async { Err::<Action, _>(support::Failed) });
+    // Parked whether or not its turn came: a wait, never its own ladder.
+    match failing(d.clone(), Arc::new(())).await {
+        Ok(action) => assert!(requeue_after(&action) > Duration::ZERO),
+        Err(err) => assert!(err.requeue().is_some()),
+    }
+    assert!(two_gate.in_outage(), "the second replica saw no outage");
+    assert_eq!(two.level(&d).await, None, "d climbed a ladder of its own");
 }
