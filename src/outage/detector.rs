@@ -19,11 +19,10 @@
 //! between its failures (a short expiry window) starts its ladder again and
 //! again, but counts once.
 
-use std::collections::{HashMap, VecDeque};
-
-use foldhash::fast::FixedState;
+use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::latest::Latest;
 use super::settings::OutageSettings;
 
 /// What the manager was told about one attempt.
@@ -73,9 +72,11 @@ pub(crate) struct Detector {
     /// key's latest (`latest[key] == number`), and the others are dropped
     /// as they reach the front or when they pile up.
     marks: VecDeque<Mark>,
+    /// How many of the marks are not current: while none is, the front
+    /// needs no look-up.
+    stale: usize,
     /// The number of each counted key's latest fresh failure.
-    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
-    latest: HashMap<u64, u64, FixedState>,
+    latest: Latest,
     fresh: u64,
     failures: u64,
     successes: u64,
@@ -94,7 +95,8 @@ impl Detector {
     pub(crate) fn new(settings: &OutageSettings) -> Self {
         Detector {
             marks: VecDeque::new(),
-            latest: HashMap::default(),
+            stale: 0,
+            latest: Latest::new(),
             fresh: 0,
             failures: 0,
             successes: 0,
@@ -164,17 +166,22 @@ impl Detector {
         };
         self.mark(key, at);
         self.failures += 1;
+        if self.latest.len() < self.min_failing_keys {
+            return None;
+        }
         let first = *self.marks.front()?;
+        let over = at.saturating_sub(first.at);
+        if over > self.window {
+            return None;
+        }
         let counts = Counts {
             fresh_failures: self.latest.len() as u64,
             failures: self.failures - first.failures,
             successes: self.successes - first.successes,
-            over: at.saturating_sub(first.at),
+            over,
         };
         let outcomes = (counts.failures + counts.successes) as f64;
-        let declared = self.latest.len() == self.min_failing_keys
-            && counts.over <= self.window
-            && counts.successes as f64 <= self.max_success_ratio * outcomes;
+        let declared = counts.successes as f64 <= self.max_success_ratio * outcomes;
         declared.then(|| {
             self.declared = counts;
             self.in_outage = true;
@@ -189,7 +196,7 @@ impl Detector {
     fn mark(&mut self, key: u64, at: Duration) {
         let number = self.fresh;
         self.fresh += 1;
-        self.latest.insert(key, number);
+        let known = self.latest.insert(key, number);
         self.marks.push_back(Mark {
             key,
             number,
@@ -197,23 +204,32 @@ impl Detector {
             failures: self.failures,
             successes: self.successes,
         });
-        if self.latest.len() > self.min_failing_keys
+        if known {
+            // The key's earlier mark is no longer current.
+            self.stale += 1;
+        } else if self.latest.len() > self.min_failing_keys
             && let Some(oldest) = self.marks.pop_front()
         {
-            self.latest.remove(&oldest.key);
+            // The front is current (kept so below): its key goes.
+            self.latest.remove(oldest.key);
+        }
+        if self.stale == 0 {
+            return;
         }
         // Marks of keys that failed freshly again are not current: drop
         // them at the front, and all of them once they are half the marks.
         while self
             .marks
             .front()
-            .is_some_and(|m| self.latest.get(&m.key) != Some(&m.number))
+            .is_some_and(|m| self.latest.get(m.key) != Some(m.number))
         {
             self.marks.pop_front();
+            self.stale -= 1;
         }
         if self.marks.len() > 2 * self.latest.len() + 16 {
             let latest = &self.latest;
-            self.marks.retain(|m| latest.get(&m.key) == Some(&m.number));
+            self.marks.retain(|m| latest.get(m.key) == Some(m.number));
+            self.stale = 0;
         }
     }
 
@@ -233,6 +249,7 @@ impl Detector {
     /// Forgets every outcome seen so far.
     fn restart(&mut self) {
         self.marks.clear();
+        self.stale = 0;
         self.latest.clear();
         self.failures = 0;
         self.successes = 0;
@@ -241,175 +258,5 @@ impl Detector {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const AGAIN: Outcome = Outcome::Failure;
-    const OK: Outcome = Outcome::Success;
-
-    fn secs(s: f64) -> Duration {
-        Duration::from_secs_f64(s)
-    }
-
-    /// Window 10 s, 5 keys, at most 20 % successes, 2 in a row to end.
-    fn detector() -> Detector {
-        Detector::new(
-            &OutageSettings::new()
-                .detection_window(Duration::from_secs(10))
-                .min_failing_keys(5)
-                .max_success_ratio(0.2)
-                .recovery_successes(2),
-        )
-    }
-
-    /// Fresh failures of keys `keys` at `at`; the change of the last.
-    fn fresh(d: &mut Detector, keys: std::ops::Range<u64>, at: f64) -> Option<Change> {
-        keys.map(|k| d.record(Outcome::Fresh(k), secs(at)))
-            .last()
-            .flatten()
-    }
-
-    #[test]
-    fn begins_at_the_fresh_failure_that_reaches_the_threshold() {
-        let mut d = detector();
-        for k in 0..4 {
-            assert_eq!(d.record(Outcome::Fresh(k), secs(k as f64)), None);
-        }
-        assert_eq!(d.record(Outcome::Fresh(4), secs(4.0)), Some(Change::Began));
-        assert!(d.in_outage());
-        let c = d.declared();
-        assert_eq!((c.fresh_failures, c.failures, c.successes), (5, 5, 0));
-        assert_eq!(c.over, secs(4.0));
-    }
-
-    #[test]
-    fn a_key_that_starts_over_again_and_again_counts_once() {
-        // Four keys whose entries keep expiring between their failures:
-        // 400 fresh failures, four keys.
-        let mut d = detector();
-        for n in 0..400 {
-            assert_eq!(d.record(Outcome::Fresh(n % 4), secs(n as f64 * 0.01)), None);
-        }
-        assert!(!d.in_outage());
-        // The marks of their earlier failures are not kept.
-        assert!(d.marks.len() <= 2 * 4 + 16, "{} marks", d.marks.len());
-        // A fifth key makes five.
-        assert_eq!(d.record(Outcome::Fresh(9), secs(4.0)), Some(Change::Began));
-        assert_eq!(d.declared().fresh_failures, 5);
-    }
-
-    #[test]
-    fn failures_of_keys_already_failing_never_begin_one() {
-        // Four broken keys retrying forever: 400 failures, four fresh.
-        let mut d = detector();
-        fresh(&mut d, 0..4, 0.0);
-        for n in 0..400 {
-            assert_eq!(d.record(AGAIN, secs(1.0 + n as f64 * 0.01)), None);
-        }
-        assert!(!d.in_outage());
-    }
-
-    #[test]
-    fn successes_since_the_first_counted_failure_hold_it_off() {
-        // 5 fresh failures among 1 success: 1/6 <= 0.2, an outage.
-        let mut d = detector();
-        fresh(&mut d, 0..1, 0.0);
-        d.record(OK, secs(0.0));
-        assert_eq!(fresh(&mut d, 1..5, 1.0), Some(Change::Began));
-        // Among 2 successes, 5 fresh failures (2/7) are none; a sixth looks
-        // back to the second, after the successes: an outage.
-        let mut d = detector();
-        fresh(&mut d, 0..1, 0.0);
-        d.record(OK, secs(0.0));
-        d.record(OK, secs(0.0));
-        assert_eq!(fresh(&mut d, 1..5, 1.0), None);
-        assert_eq!(fresh(&mut d, 5..6, 1.0), Some(Change::Began));
-        // Retries count as outcomes: with three, 2/10 is an outage.
-        let mut d = detector();
-        fresh(&mut d, 0..1, 0.0);
-        d.record(OK, secs(0.0));
-        d.record(OK, secs(0.0));
-        for _ in 0..3 {
-            assert_eq!(
-                d.record(AGAIN, secs(0.5)),
-                None,
-                "only fresh failures declare"
-            );
-        }
-        assert_eq!(fresh(&mut d, 1..5, 1.0), Some(Change::Began));
-        let c = d.declared();
-        assert_eq!((c.fresh_failures, c.failures, c.successes), (5, 8, 2));
-    }
-
-    #[test]
-    fn successes_before_the_latest_fresh_failures_do_not_count() {
-        // A busy controller: 1,000 successes, then every key fails.
-        let mut d = detector();
-        for _ in 0..1_000 {
-            d.record(OK, secs(0.0));
-        }
-        assert_eq!(fresh(&mut d, 0..5, 1.0), Some(Change::Began));
-    }
-
-    #[test]
-    fn the_counted_failures_must_fall_within_the_window() {
-        // Five fresh failures over 10 s: an outage; over 10.5 s: none.
-        let mut d = detector();
-        for k in 0..5 {
-            d.record(Outcome::Fresh(k), secs(k as f64 * 2.5));
-        }
-        assert!(d.in_outage());
-        let mut d = detector();
-        for k in 0..5 {
-            assert_eq!(d.record(Outcome::Fresh(k), secs(k as f64 * 2.625)), None);
-        }
-        // The next one looks back to the second: 9.875 s, within.
-        assert_eq!(d.record(Outcome::Fresh(5), secs(12.5)), Some(Change::Began));
-    }
-
-    #[test]
-    fn ends_after_successes_in_a_row() {
-        let mut d = detector();
-        fresh(&mut d, 0..5, 0.0);
-        assert!(d.in_outage());
-        assert_eq!(d.record(OK, secs(1.0)), None);
-        // A failure between them starts the count over.
-        assert_eq!(d.record(AGAIN, secs(1.0)), None);
-        assert_eq!(d.record(OK, secs(2.0)), None);
-        assert_eq!(d.record(OK, secs(2.0)), Some(Change::Ended));
-        assert!(!d.in_outage());
-        // The count starts afresh: the five failures that declared the
-        // outage do not count toward the next one.
-        assert_eq!(fresh(&mut d, 0..4, 3.0), None);
-        assert_eq!(fresh(&mut d, 4..5, 3.0), Some(Change::Began));
-    }
-
-    #[test]
-    fn a_zero_ratio_needs_no_success_at_all() {
-        let mut d = Detector::new(
-            &OutageSettings::new()
-                .min_failing_keys(2)
-                .max_success_ratio(0.0),
-        );
-        fresh(&mut d, 0..1, 0.0);
-        d.record(OK, secs(0.0));
-        assert_eq!(fresh(&mut d, 1..2, 0.0), None);
-        assert_eq!(fresh(&mut d, 2..3, 0.0), Some(Change::Began));
-    }
-
-    #[test]
-    fn times_out_of_order_and_at_the_ends_saturate() {
-        let mut d = detector();
-        for (k, t) in [Duration::MAX, Duration::ZERO, Duration::MAX, Duration::ZERO]
-            .into_iter()
-            .enumerate()
-        {
-            assert_eq!(d.record(Outcome::Fresh(k as u64), t), None);
-        }
-        // Looking back from 0 to a failure at the end of time: no time.
-        assert_eq!(
-            d.record(Outcome::Fresh(9), Duration::ZERO),
-            Some(Change::Began)
-        );
-    }
-}
+#[path = "detector_tests.rs"]
+mod tests;

@@ -31,6 +31,7 @@ mod aware;
 mod detector;
 pub(crate) mod fleet;
 mod ladder;
+mod latest;
 mod parked;
 mod release;
 mod settings;

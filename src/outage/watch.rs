@@ -48,7 +48,21 @@ pub(crate) struct Watch<L> {
     /// Every failure and success told outside the lock: the detector
     /// reads their totals when a fresh failure comes.
     told: Box<[Told; OWNED + 1]>,
-    inner: Mutex<Inner<L>>,
+    inner: Locked<L>,
+}
+
+/// The lock and what it guards, on cache lines of their own: a fresh
+/// failure written under the lock on one core does not take the lines
+/// that every call reads (`active`, `told`) away from the others.
+#[repr(align(128))]
+struct Locked<L>(Mutex<Inner<L>>);
+
+impl<L> std::ops::Deref for Locked<L> {
+    type Target = Mutex<Inner<L>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 /// How many threads alive at once count in a counter of their own, which
@@ -168,10 +182,10 @@ impl<L: Copy> Watch<L> {
             hasher: foldhash::quality::FixedState::with_seed(seed),
             active: AtomicBool::new(false),
             told: Box::default(),
-            inner: Mutex::new(Inner {
+            inner: Locked(Mutex::new(Inner {
                 state: State::new(&settings),
                 parked: HashMap::default(),
-            }),
+            })),
         }
     }
 
