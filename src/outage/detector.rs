@@ -19,10 +19,11 @@
 //! between its failures (a short expiry window) starts its ladder again and
 //! again, but counts once.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use super::latest::Latest;
+use foldhash::fast::FixedState;
+
 use super::settings::OutageSettings;
 
 /// What the manager was told about one attempt.
@@ -76,7 +77,8 @@ pub(crate) struct Detector {
     /// needs no look-up.
     stale: usize,
     /// The number of each counted key's latest fresh failure.
-    latest: Latest,
+    /// Keyed by the keys' hashes already: a fixed fast hasher is enough.
+    latest: HashMap<u64, u64, FixedState>,
     fresh: u64,
     failures: u64,
     successes: u64,
@@ -96,7 +98,7 @@ impl Detector {
         Detector {
             marks: VecDeque::new(),
             stale: 0,
-            latest: Latest::new(),
+            latest: HashMap::default(),
             fresh: 0,
             failures: 0,
             successes: 0,
@@ -196,7 +198,7 @@ impl Detector {
     fn mark(&mut self, key: u64, at: Duration) {
         let number = self.fresh;
         self.fresh += 1;
-        let known = self.latest.insert(key, number);
+        let known = self.latest.insert(key, number).is_some();
         self.marks.push_back(Mark {
             key,
             number,
@@ -211,7 +213,7 @@ impl Detector {
             && let Some(oldest) = self.marks.pop_front()
         {
             // The front is current (kept so below): its key goes.
-            self.latest.remove(oldest.key);
+            self.latest.remove(&oldest.key);
         }
         if self.stale == 0 {
             return;
@@ -221,14 +223,14 @@ impl Detector {
         while self
             .marks
             .front()
-            .is_some_and(|m| self.latest.get(m.key) != Some(m.number))
+            .is_some_and(|m| self.latest.get(&m.key) != Some(&m.number))
         {
             self.marks.pop_front();
             self.stale -= 1;
         }
         if self.marks.len() > 2 * self.latest.len() + 16 {
             let latest = &self.latest;
-            self.marks.retain(|m| latest.get(m.key) == Some(m.number));
+            self.marks.retain(|m| latest.get(&m.key) == Some(&m.number));
             self.stale = 0;
         }
     }

@@ -31,7 +31,6 @@ mod aware;
 mod detector;
 pub(crate) mod fleet;
 mod ladder;
-mod latest;
 mod parked;
 mod release;
 mod settings;
