@@ -250,7 +250,7 @@ impl Level {
         self.queues.finish(queue, r.work.initial_seats, ran);
         let completed = if linger.is_zero() {
             self.queues.release(queue, r.max_seats());
-            self.requests.remove(&ticket);
+            self.requests.discard(&ticket);
             Completed::Released
         } else {
             r.phase = Phase::Lingering;
