@@ -9,7 +9,7 @@ use crate::queue_set::{Dispatch, Mode, QueueSet, Start};
 use crate::{
     Admit, ConfigError, Dealer, DroppedRequests, LevelBorrowing, LevelSpec, LimitResponse,
 };
-use crate::{Ticket, WorkEstimate};
+use crate::{Name, Ticket, WorkEstimate};
 
 /// Identifies a priority level of an [`Apf`](crate::Apf), in the order the
 /// builder added them.
@@ -340,16 +340,16 @@ pub(crate) struct Request {
     /// How long it executed, once it completed.
     pub(crate) ran: Duration,
     /// Flow schema, for the dump (empty if not named).
-    pub(crate) schema: String,
+    pub(crate) schema: Name,
     /// Flow distinguisher, for the dump (empty if not named).
-    pub(crate) flow: String,
+    pub(crate) flow: Name,
     /// The layer's task waiting for its dispatch.
     #[cfg(feature = "tower")]
     pub(crate) waker: Option<std::task::Waker>,
 }
 
 /// A flow's schema and distinguisher, for the dump.
-pub(crate) type Names = (String, String);
+pub(crate) type Names = (Name, Name);
 
 /// What became of a request that finished running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
