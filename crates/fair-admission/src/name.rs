@@ -60,6 +60,7 @@ impl Name {
 
 impl Name {
     /// The name's bytes (UTF-8), without checking them again.
+    #[cfg(feature = "tower")]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match &self.0 {
             Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],

@@ -198,7 +198,6 @@ impl Level {
             },
             arrived: now,
             started: now,
-            ran: Duration::ZERO,
             schema: std::mem::take(&mut names.0),
             flow: std::mem::take(&mut names.1),
             #[cfg(feature = "tower")]
@@ -244,7 +243,6 @@ impl Level {
         }
         let queue = r.queue;
         let ran = now.saturating_sub(r.started);
-        r.ran = ran;
         let linger = r.work.additional_latency;
         self.queues.sync(now);
         self.queues.finish(queue, r.work.initial_seats, ran);
@@ -337,8 +335,6 @@ pub(crate) struct Request {
     pub(crate) phase: Phase,
     pub(crate) arrived: Duration,
     pub(crate) started: Duration,
-    /// How long it executed, once it completed.
-    pub(crate) ran: Duration,
     /// Flow schema, for the dump (empty if not named).
     pub(crate) schema: Name,
     /// Flow distinguisher, for the dump (empty if not named).

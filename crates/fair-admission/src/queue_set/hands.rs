@@ -88,6 +88,19 @@ impl Hands {
         &cards[..n]
     }
 
+    /// Card `at` of the hand `dealer` deals for `hash` (read from the hand
+    /// kept, if it is).
+    pub(crate) fn card(&mut self, dealer: &Dealer, hash: u64, at: usize) -> usize {
+        if let Some(kept) = self.kept.get((hash >> 56) as usize % SLOTS)
+            && kept.filled
+            && kept.hash == hash
+        {
+            return usize::from(kept.cards[at]);
+        }
+        let mut cards = [0u32; MAX_HAND];
+        self.deal(dealer, hash, &mut cards)[at] as usize
+    }
+
     /// The hand `dealer` deals for `hash`, as [`Dealer::deal`] gives it.
     pub(crate) fn deal<'a>(
         &mut self,
@@ -136,6 +149,23 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 for v in [n, k, u64::MAX - k, n >> (k % 64)] {
                     assert_eq!(div_rem(v, d, c), (v / d, v % d), "{v} / {d}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_card_is_the_card_of_the_hand_dealt() {
+        for (deck, hand) in [(64, 8), (16, 9), (1 << 17, 2)] {
+            let dealer = Dealer::new(deck, hand).unwrap();
+            let mut hands = Hands::new(Some(&dealer));
+            for i in 0..600u64 {
+                let hash = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 58);
+                let want: Vec<usize> = dealer.deal(hash).collect();
+                // Before and after the hand is kept.
+                for _ in 0..2 {
+                    let at = (i as usize) % hand;
+                    assert_eq!(hands.card(&dealer, hash, at), want[at], "hash {hash}");
                 }
             }
         }

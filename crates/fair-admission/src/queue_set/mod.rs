@@ -232,9 +232,16 @@ impl QueueSet {
                 return Ok(Start::Executing);
             }
         };
-        let mut cards = [0u32; crate::dealer::MAX_HAND];
-        let hand = self.hands.deal(&dealer, hash, &mut cards);
-        let queue = self.shuffle_shard(hand);
+        let queue = if self.waiting == 0 {
+            // Nothing waits: every queue's work waiting is zero, so the
+            // search keeps the card it starts from.
+            let offset = self.next_offset(dealer.hand_size());
+            self.hands.card(&dealer, hash, offset)
+        } else {
+            let mut cards = [0u32; crate::dealer::MAX_HAND];
+            let hand = self.hands.deal(&dealer, hash, &mut cards);
+            self.shuffle_shard(hand)
+        };
         if self.seats_in_use >= u64::from(self.limit)
             && self.queues[queue].waiting.len() >= queue_length_limit
         {
@@ -287,11 +294,7 @@ impl QueueSet {
     /// The queue of the flow's hand with the least work waiting; the search
     /// starts one card further along the hand with every request.
     fn shuffle_shard(&mut self, hand: &[u32]) -> usize {
-        let size = hand.len();
-        // The hand size never changes, so this is the count of requests
-        // enqueued modulo it.
-        let offset = self.offset.min(size - 1);
-        self.offset = if offset + 1 == size { 0 } else { offset + 1 };
+        let offset = self.next_offset(hand.len());
         let (mut best, mut least) = (hand[offset] as usize, SeatSeconds::MAX);
         let (after, before) = hand.split_at(offset);
         for &q in before.iter().chain(after) {
@@ -302,6 +305,15 @@ impl QueueSet {
             }
         }
         best
+    }
+
+    /// Where the search of the next hand of `size` cards starts: the count
+    /// of requests enqueued so far modulo the hand size (which never
+    /// changes), counted instead of divided.
+    fn next_offset(&mut self, size: usize) -> usize {
+        let offset = self.offset.min(size - 1);
+        self.offset = if offset + 1 == size { 0 } else { offset + 1 };
+        offset
     }
 
     /// Dispatches as many waiting requests as fit, by fair queuing, handing
