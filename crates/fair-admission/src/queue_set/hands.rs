@@ -9,8 +9,9 @@ use crate::dealer::{MAX_HAND, card};
 /// Hands of up to this many cards are kept.
 const CARDS: usize = 8;
 
-/// Slots, by the top bits of the hash.
-const SLOTS: usize = 256;
+/// Slots, by the top bits of the hash: a level's hands of a thousand
+/// flows or so are mostly kept (32 KiB a queuing level).
+const SLOTS: usize = 1 << 10;
 
 /// One flow's hand.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,6 +43,11 @@ fn div_rem(n: u64, d: u64, c: u128) -> (u64, u64) {
     let low = (u128::from(lo) * u128::from(n)) >> 64;
     let q = ((u128::from(hi) * u128::from(n) + low) >> 64) as u64;
     (q, n - q * d)
+}
+
+/// The slot of `hash`: its top bits.
+fn slot(hash: u64) -> usize {
+    (hash >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 impl Hands {
@@ -91,7 +97,7 @@ impl Hands {
     /// Card `at` of the hand `dealer` deals for `hash` (read from the hand
     /// kept, if it is).
     pub(crate) fn card(&mut self, dealer: &Dealer, hash: u64, at: usize) -> usize {
-        if let Some(kept) = self.kept.get((hash >> 56) as usize % SLOTS)
+        if let Some(kept) = self.kept.get(slot(hash))
             && kept.filled
             && kept.hash == hash
         {
@@ -112,7 +118,7 @@ impl Hands {
             return self.deal_into(dealer, hash, cards);
         }
         let n = dealer.hand_size();
-        let kept = &mut self.kept[(hash >> 56) as usize % SLOTS];
+        let kept = &mut self.kept[slot(hash)];
         if kept.filled && kept.hash == hash {
             for (card, &k) in cards.iter_mut().zip(&kept.cards[..n]) {
                 *card = u32::from(k);
@@ -120,7 +126,7 @@ impl Hands {
             return &cards[..n];
         }
         let dealt = self.deal_into(dealer, hash, cards);
-        let kept = &mut self.kept[(hash >> 56) as usize % SLOTS];
+        let kept = &mut self.kept[slot(hash)];
         for (k, &card) in kept.cards.iter_mut().zip(dealt) {
             // Below the deck size, at most 2^16.
             *k = card as u16;
