@@ -76,6 +76,7 @@ mod http;
 mod kubernetes;
 #[cfg(feature = "tower")]
 mod layer;
+mod name;
 #[cfg(feature = "tower")]
 mod observe;
 mod queue_set;
@@ -104,6 +105,7 @@ pub use kubernetes::{
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{BoxError, Class, Fairness, FairnessLayer, Overloaded, ResponseFuture};
+pub use name::Name;
 #[doc(hidden)]
 pub use retry_after::DroppedRequests;
 pub use spec::{LevelSpec, LimitResponse};

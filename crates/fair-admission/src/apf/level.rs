@@ -9,7 +9,7 @@ use crate::queue_set::{Dispatch, Mode, QueueSet, Start};
 use crate::{
     Admit, ConfigError, Dealer, DroppedRequests, LevelBorrowing, LevelSpec, LimitResponse,
 };
-use crate::{Ticket, WorkEstimate};
+use crate::{Name, Ticket, WorkEstimate};
 
 /// Identifies a priority level of an [`Apf`](crate::Apf), in the order the
 /// builder added them.
@@ -198,7 +198,6 @@ impl Level {
             },
             arrived: now,
             started: now,
-            ran: Duration::ZERO,
             schema: std::mem::take(&mut names.0),
             flow: std::mem::take(&mut names.1),
             #[cfg(feature = "tower")]
@@ -244,13 +243,12 @@ impl Level {
         }
         let queue = r.queue;
         let ran = now.saturating_sub(r.started);
-        r.ran = ran;
         let linger = r.work.additional_latency;
         self.queues.sync(now);
         self.queues.finish(queue, r.work.initial_seats, ran);
         let completed = if linger.is_zero() {
             self.queues.release(queue, r.max_seats());
-            self.requests.remove(&ticket);
+            self.requests.discard(&ticket);
             Completed::Released
         } else {
             r.phase = Phase::Lingering;
@@ -337,19 +335,17 @@ pub(crate) struct Request {
     pub(crate) phase: Phase,
     pub(crate) arrived: Duration,
     pub(crate) started: Duration,
-    /// How long it executed, once it completed.
-    pub(crate) ran: Duration,
     /// Flow schema, for the dump (empty if not named).
-    pub(crate) schema: String,
+    pub(crate) schema: Name,
     /// Flow distinguisher, for the dump (empty if not named).
-    pub(crate) flow: String,
+    pub(crate) flow: Name,
     /// The layer's task waiting for its dispatch.
     #[cfg(feature = "tower")]
     pub(crate) waker: Option<std::task::Waker>,
 }
 
 /// A flow's schema and distinguisher, for the dump.
-pub(crate) type Names = (String, String);
+pub(crate) type Names = (Name, Name);
 
 /// What became of a request that finished running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -208,8 +208,8 @@ impl Apf {
     pub fn name_flow(&mut self, ticket: Ticket, schema: &str, distinguisher: &str) {
         let level = self.levels.get_mut(ticket.level);
         if let Some(r) = level.and_then(|l| l.requests.get_mut(&ticket)) {
-            r.schema = schema.to_owned();
-            r.flow = distinguisher.to_owned();
+            r.schema = schema.into();
+            r.flow = distinguisher.into();
         }
     }
 

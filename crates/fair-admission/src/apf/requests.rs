@@ -57,6 +57,16 @@ impl Requests {
         Some(request)
     }
 
+    /// Drops the request `ticket` where it lies (no move out of its slot).
+    pub(crate) fn discard(&mut self, ticket: &Ticket) {
+        if let Some(slot) = self.slots.get_mut(ticket.slot as usize)
+            && slot.as_ref().is_some_and(|(t, _)| t == ticket)
+        {
+            *slot = None;
+            self.free.push(ticket.slot);
+        }
+    }
+
     /// Every request, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Ticket, &Request)> {
         self.slots.iter().flatten().map(|(t, r)| (t, r))

@@ -162,10 +162,10 @@ impl Level {
 
 fn dump_request(r: &Request, queue: Option<usize>, index: Option<usize>) -> RequestDump {
     RequestDump {
-        flow_schema: r.schema.clone(),
+        flow_schema: r.schema.to_string(),
         queue,
         index_in_queue: index,
-        flow_distinguisher: r.flow.clone(),
+        flow_distinguisher: r.flow.to_string(),
         arrived: r.arrived,
         initial_seats: r.work.initial_seats,
         final_seats: r.work.final_seats,

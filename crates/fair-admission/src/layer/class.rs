@@ -1,6 +1,8 @@
 //! Where a request goes: its level, flow and work.
 
-use crate::{LevelId, WorkEstimate};
+use std::hash::{Hash, Hasher};
+
+use crate::{LevelId, Name, WorkEstimate};
 
 /// Where a request goes: its priority level, its flow (Kubernetes' flow
 /// schema and distinguisher: a user name, a namespace), and its work.
@@ -20,10 +22,10 @@ pub struct Class {
     /// The flow schema that classified the request (empty if none): with
     /// the flow it identifies the flow, as in Kubernetes, so that two
     /// schemas sending the same user to one level keep separate flows.
-    pub schema: String,
+    pub schema: Name,
     /// The flow within the level (Kubernetes' flow distinguisher):
     /// requests of one flow share a hand of queues.
-    pub flow: String,
+    pub flow: Name,
     /// What the request costs: its seats while it runs, and seats held for
     /// an additional latency after its response ends. One seat by default.
     pub work: WorkEstimate,
@@ -39,10 +41,10 @@ impl Class {
     /// assert_eq!(class.flow, "alice");
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
-    pub fn new(level: LevelId, flow: impl Into<String>) -> Self {
+    pub fn new(level: LevelId, flow: impl Into<Name>) -> Self {
         Class {
             level,
-            schema: String::new(),
+            schema: Name::default(),
             flow: flow.into(),
             work: WorkEstimate::seats(1),
         }
@@ -57,7 +59,7 @@ impl Class {
     /// assert_eq!(class.schema, "service-accounts");
     /// # Ok::<(), fair_admission::ConfigError>(())
     /// ```
-    pub fn schema(mut self, name: impl Into<String>) -> Self {
+    pub fn schema(mut self, name: impl Into<Name>) -> Self {
         self.schema = name.into();
         self
     }
@@ -92,7 +94,21 @@ impl Class {
     }
 
     /// What the flow is hashed as: (schema, distinguisher).
-    pub(crate) fn flow_key(&self) -> (&str, &str) {
-        (&self.schema, &self.flow)
+    pub(crate) fn flow_key(&self) -> FlowKey<'_> {
+        FlowKey(&self.schema, &self.flow)
+    }
+}
+
+/// A flow's (schema, distinguisher), hashed as the pair of `str`s is
+/// (each `str` as its bytes and a `0xff`, as `Hasher::write_str` does by
+/// default), without checking the names' UTF-8 again.
+pub(crate) struct FlowKey<'a>(&'a Name, &'a Name);
+
+impl Hash for FlowKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for name in [self.0, self.1] {
+            state.write(name.as_bytes());
+            state.write_u8(0xff);
+        }
     }
 }

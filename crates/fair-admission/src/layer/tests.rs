@@ -46,3 +46,31 @@ fn a_level_held_locked_does_not_stop_another_level() {
     other.join().unwrap();
     assert_eq!(outcome, Ok((true, 1)), "level b waited on level a's lock");
 }
+
+/// The layer deals a request the hand `Apf::hand` gives its (schema, flow)
+/// pair: its flow key hashes as the pair of `str`s.
+#[test]
+fn a_class_hashes_as_its_schema_and_flow() {
+    use std::hash::BuildHasher;
+    let apf = Apf::builder(10)
+        .level("l", LevelSpec::exempt())
+        .build()
+        .unwrap();
+    let l = apf.level_id("l").unwrap();
+    let hasher = foldhash::fast::FixedState::with_seed(11);
+    for (schema, flow) in [
+        ("", ""),
+        ("s", "alice"),
+        ("service-accounts", "x".repeat(40).as_str()),
+    ] {
+        let class = Class::new(l, flow).schema(schema);
+        assert_eq!(
+            hasher.hash_one(class.flow_key()),
+            hasher.hash_one((schema, flow))
+        );
+        assert_eq!(
+            apf.flow_hash(&class.flow_key()),
+            apf.flow_hash(&(schema, flow))
+        );
+    }
+}

@@ -9,8 +9,9 @@ use crate::dealer::{MAX_HAND, card};
 /// Hands of up to this many cards are kept.
 const CARDS: usize = 8;
 
-/// Slots, by the top bits of the hash.
-const SLOTS: usize = 256;
+/// Slots, by the top bits of the hash: a level's hands of a thousand
+/// flows or so are mostly kept (32 KiB a queuing level).
+const SLOTS: usize = 1 << 10;
 
 /// One flow's hand.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,6 +43,11 @@ fn div_rem(n: u64, d: u64, c: u128) -> (u64, u64) {
     let low = (u128::from(lo) * u128::from(n)) >> 64;
     let q = ((u128::from(hi) * u128::from(n) + low) >> 64) as u64;
     (q, n - q * d)
+}
+
+/// The slot of `hash`: its top bits.
+fn slot(hash: u64) -> usize {
+    (hash >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 impl Hands {
@@ -88,6 +94,19 @@ impl Hands {
         &cards[..n]
     }
 
+    /// Card `at` of the hand `dealer` deals for `hash` (read from the hand
+    /// kept, if it is).
+    pub(crate) fn card(&mut self, dealer: &Dealer, hash: u64, at: usize) -> usize {
+        if let Some(kept) = self.kept.get(slot(hash))
+            && kept.filled
+            && kept.hash == hash
+        {
+            return usize::from(kept.cards[at]);
+        }
+        let mut cards = [0u32; MAX_HAND];
+        self.deal(dealer, hash, &mut cards)[at] as usize
+    }
+
     /// The hand `dealer` deals for `hash`, as [`Dealer::deal`] gives it.
     pub(crate) fn deal<'a>(
         &mut self,
@@ -99,7 +118,7 @@ impl Hands {
             return self.deal_into(dealer, hash, cards);
         }
         let n = dealer.hand_size();
-        let kept = &mut self.kept[(hash >> 56) as usize % SLOTS];
+        let kept = &mut self.kept[slot(hash)];
         if kept.filled && kept.hash == hash {
             for (card, &k) in cards.iter_mut().zip(&kept.cards[..n]) {
                 *card = u32::from(k);
@@ -107,7 +126,7 @@ impl Hands {
             return &cards[..n];
         }
         let dealt = self.deal_into(dealer, hash, cards);
-        let kept = &mut self.kept[(hash >> 56) as usize % SLOTS];
+        let kept = &mut self.kept[slot(hash)];
         for (k, &card) in kept.cards.iter_mut().zip(dealt) {
             // Below the deck size, at most 2^16.
             *k = card as u16;
@@ -136,6 +155,23 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 for v in [n, k, u64::MAX - k, n >> (k % 64)] {
                     assert_eq!(div_rem(v, d, c), (v / d, v % d), "{v} / {d}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_card_is_the_card_of_the_hand_dealt() {
+        for (deck, hand) in [(64, 8), (16, 9), (1 << 17, 2)] {
+            let dealer = Dealer::new(deck, hand).unwrap();
+            let mut hands = Hands::new(Some(&dealer));
+            for i in 0..600u64 {
+                let hash = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 58);
+                let want: Vec<usize> = dealer.deal(hash).collect();
+                // Before and after the hand is kept.
+                for _ in 0..2 {
+                    let at = (i as usize) % hand;
+                    assert_eq!(hands.card(&dealer, hash, at), want[at], "hash {hash}");
                 }
             }
         }

@@ -94,8 +94,13 @@ pub(crate) struct QueueSet {
     /// a request waits in it: what the dispatch search compares, side by
     /// side in memory.
     finish: Vec<SeatSeconds>,
-    /// Requests ever enqueued: where the search of a hand starts.
-    enqueues: usize,
+    /// Where the search of the next hand starts: the number of requests
+    /// ever enqueued, modulo the hand size (kept as it counts, instead of
+    /// divided).
+    offset: usize,
+    /// Each queue's work waiting (its sum's total work), side by side in
+    /// memory: what shuffle sharding compares.
+    queued_work: Vec<SeatSeconds>,
     pub(crate) waiting: usize,
     pub(crate) seats_waiting: u64,
     pub(crate) executing: usize,
@@ -127,7 +132,8 @@ impl QueueSet {
             hands,
             occupied: vec![0; queues.div_ceil(64)],
             finish: vec![SeatSeconds(0); queues],
-            enqueues: 0,
+            offset: 0,
+            queued_work: vec![SeatSeconds(0); queues],
             waiting: 0,
             seats_waiting: 0,
             executing: 0,
@@ -226,9 +232,16 @@ impl QueueSet {
                 return Ok(Start::Executing);
             }
         };
-        let mut cards = [0u32; crate::dealer::MAX_HAND];
-        let hand = self.hands.deal(&dealer, hash, &mut cards);
-        let queue = self.shuffle_shard(hand);
+        let queue = if self.waiting == 0 {
+            // Nothing waits: every queue's work waiting is zero, so the
+            // search keeps the card it starts from.
+            let offset = self.next_offset(dealer.hand_size());
+            self.hands.card(&dealer, hash, offset)
+        } else {
+            let mut cards = [0u32; crate::dealer::MAX_HAND];
+            let hand = self.hands.deal(&dealer, hash, &mut cards);
+            self.shuffle_shard(hand)
+        };
         if self.seats_in_use >= u64::from(self.limit)
             && self.queues[queue].waiting.len() >= queue_length_limit
         {
@@ -281,19 +294,26 @@ impl QueueSet {
     /// The queue of the flow's hand with the least work waiting; the search
     /// starts one card further along the hand with every request.
     fn shuffle_shard(&mut self, hand: &[u32]) -> usize {
-        let size = hand.len();
-        let offset = self.enqueues % size;
-        self.enqueues = self.enqueues.wrapping_add(1);
+        let offset = self.next_offset(hand.len());
         let (mut best, mut least) = (hand[offset] as usize, SeatSeconds::MAX);
         let (after, before) = hand.split_at(offset);
         for &q in before.iter().chain(after) {
             let q = q as usize;
-            let work = self.queues[q].sum.total_work;
+            let work = self.queued_work[q];
             if work < least {
                 (best, least) = (q, work);
             }
         }
         best
+    }
+
+    /// Where the search of the next hand of `size` cards starts: the count
+    /// of requests enqueued so far modulo the hand size (which never
+    /// changes), counted instead of divided.
+    fn next_offset(&mut self, size: usize) -> usize {
+        let offset = self.offset.min(size - 1);
+        self.offset = if offset + 1 == size { 0 } else { offset + 1 };
+        offset
     }
 
     /// Dispatches as many waiting requests as fit, by fair queuing, handing
@@ -331,9 +351,12 @@ impl QueueSet {
         Some(self.execute(index, waiter))
     }
 
-    /// Brings queue `q`'s entry in [`finish`](Self::finish) up to date.
+    /// Brings queue `q`'s entries in [`finish`](Self::finish) and
+    /// [`queued_work`](Self::queued_work) up to date (after every change to
+    /// its waiting requests).
     fn refresh(&mut self, q: usize) {
         let queue = &self.queues[q];
+        self.queued_work[q] = queue.sum.total_work;
         if let Some(head) = queue.waiting.front() {
             self.finish[q] = queue.next_dispatch_r.plus(head.total_work);
         }
