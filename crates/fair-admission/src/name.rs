@@ -3,19 +3,16 @@
 //! nothing.
 
 use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
-/// Names of up to this many bytes are kept in place.
-const INLINE: usize = 22;
+use compact_str::CompactString;
 
 /// The name of a flow (Kubernetes' flow distinguisher: a user name, a
 /// namespace) or of a flow schema, as [`Class`](crate::Class) carries it.
-/// A name of up to 22 bytes is kept in place, without an allocation;
-/// a longer one on the heap. It reads as a `str` and compares, hashes and
-/// prints as one.
+/// A name of up to 24 bytes (on 64-bit targets) is kept in place, without
+/// an allocation; a longer one on the heap. It reads as a `str` and
+/// compares, orders, hashes and prints as one.
 ///
 /// ```
 /// use fair_admission::Name;
@@ -27,18 +24,8 @@ const INLINE: usize = 22;
 /// assert!(long.starts_with("system:serviceaccount:"));
 /// assert_eq!(Name::default(), "");
 /// ```
-#[derive(Clone)]
-pub struct Name(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    /// The first `len` bytes of `bytes`, copied from a `str`.
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE],
-    },
-    Heap(Box<str>),
-}
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Name(CompactString);
 
 impl Name {
     /// The name as a string slice.
@@ -48,44 +35,13 @@ impl Name {
     /// assert_eq!(Name::from(String::from("bob")).as_str(), "bob");
     /// ```
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            // Always valid: the bytes were copied from a `str` whole.
-            Repr::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            Repr::Heap(name) => name,
-        }
-    }
-}
-
-impl Name {
-    /// The name's bytes (UTF-8), without checking them again.
-    #[cfg(feature = "tower")]
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Repr::Heap(name) => name.as_bytes(),
-        }
-    }
-}
-
-impl Default for Name {
-    /// The empty name (no flow schema, no distinguisher).
-    fn default() -> Self {
-        Name::from("")
+        self.0.as_str()
     }
 }
 
 impl From<&str> for Name {
     fn from(name: &str) -> Self {
-        match u8::try_from(name.len()) {
-            Ok(len) if name.len() <= INLINE => {
-                let mut bytes = [0; INLINE];
-                bytes[..name.len()].copy_from_slice(name.as_bytes());
-                Name(Repr::Inline { len, bytes })
-            }
-            _ => Name(Repr::Heap(name.into())),
-        }
+        Name(CompactString::from(name))
     }
 }
 
@@ -93,11 +49,7 @@ impl From<String> for Name {
     /// A short name is copied in place (and the `String` dropped); a long
     /// one keeps the `String`'s buffer.
     fn from(name: String) -> Self {
-        if name.len() <= INLINE {
-            Name::from(name.as_str())
-        } else {
-            Name(Repr::Heap(name.into_boxed_str()))
-        }
+        Name(CompactString::from(name))
     }
 }
 
@@ -109,16 +61,13 @@ impl From<&String> for Name {
 
 impl From<Box<str>> for Name {
     fn from(name: Box<str>) -> Self {
-        Name::from(String::from(name))
+        Name(CompactString::from(name))
     }
 }
 
 impl From<Name> for String {
     fn from(name: Name) -> Self {
-        match name.0 {
-            Repr::Heap(name) => name.into(),
-            Repr::Inline { .. } => name.as_str().to_owned(),
-        }
+        name.0.into_string()
     }
 }
 
@@ -154,14 +103,6 @@ impl fmt::Display for Name {
     }
 }
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for Name {}
-
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
         self.as_str() == other
@@ -180,28 +121,11 @@ impl PartialEq<String> for Name {
     }
 }
 
-impl PartialOrd for Name {
-    fn partial_cmp(&self, other: &Name) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Name {
-    fn cmp(&self, other: &Name) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
-
-impl Hash for Name {
-    /// As the `str` hashes.
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
+    use std::hash::BuildHasher;
 
     #[test]
     fn names_of_every_length_read_back_as_given() {
@@ -210,12 +134,10 @@ mod tests {
             let (name, len) = (Name::from(text.as_str()), text.len());
             assert_eq!(name, text.as_str(), "{len} bytes");
             assert_eq!(Name::from(text.clone()), name);
+            assert_eq!(Name::from(text.clone().into_boxed_str()), name);
             assert_eq!(String::from(name.clone()), text);
-            assert_eq!(
-                matches!(name.0, Repr::Inline { .. }),
-                len <= INLINE,
-                "{len} bytes"
-            );
+            // Short names are kept in place.
+            assert_eq!(!name.0.is_heap_allocated(), len <= 24, "{len} bytes");
             // Multi-byte characters across the inline boundary.
             text.push(if text.chars().count().is_multiple_of(3) {
                 'é'
@@ -228,8 +150,7 @@ mod tests {
     #[test]
     fn a_name_hashes_and_orders_as_its_str() {
         let hasher = foldhash::fast::FixedState::with_seed(7);
-        use std::hash::BuildHasher;
-        for s in ["", "alice", "a-name-longer-than-twenty-two-bytes"] {
+        for s in ["", "alice", "a-name-longer-than-twenty-four-bytes"] {
             let name = Name::from(s);
             assert_eq!(hasher.hash_one(&name), hasher.hash_one(s));
             assert_eq!(hasher.hash_one((&name, &name)), hasher.hash_one((s, s)));

@@ -99,16 +99,11 @@ impl Class {
     }
 }
 
-/// A flow's (schema, distinguisher), hashed as the pair of `str`s is
-/// (each `str` as its bytes and a `0xff`, as `Hasher::write_str` does by
-/// default), without checking the names' UTF-8 again.
+/// A flow's (schema, distinguisher), hashed as the pair of `str`s is.
 pub(crate) struct FlowKey<'a>(&'a Name, &'a Name);
 
 impl Hash for FlowKey<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        for name in [self.0, self.1] {
-            state.write(name.as_bytes());
-            state.write_u8(0xff);
-        }
+        (self.0.as_str(), self.1.as_str()).hash(state);
     }
 }
