@@ -9,7 +9,7 @@ use std::ops::Deref;
 use compact_str::CompactString;
 
 /// The name of a flow (Kubernetes' flow distinguisher: a user name, a
-/// namespace) or of a flow schema, as [`Class`](crate::Class) carries it.
+/// namespace) or of a flow schema, as the layer's `Class` carries it.
 /// A name of up to 24 bytes (on 64-bit targets) is kept in place, without
 /// an allocation; a longer one on the heap. It reads as a `str` and
 /// compares, orders, hashes and prints as one.
