@@ -191,7 +191,7 @@ pub mod __private {
     /// loaded for one call, written back as text.
     pub use crate::outage::fleet::{
         Declared, EntryChange, FleetAsk, FleetDetector, FleetRules, FleetRuling, FleetStep,
-        FleetView,
+        FleetView, parked_failure,
     };
     pub use crate::settings::Resolved;
 

@@ -4,6 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
+use super::fleet::parked_failure;
 use super::settings::OutageSettings;
 use super::watch::{Asked, Ruling, Watch};
 use crate::clock::{Clock, ClockInstant, StdClock};
@@ -178,14 +179,8 @@ where
                     // asked of the backoff under the wrapper, the one
                     // place that decides it.
                     let own = self.inner.wait(key).await?;
-                    let remaining = own.unwrap_or_default().max(until.saturating_sub(at));
-                    return Ok(match counted && own.is_none() {
-                        true => Ok(Advanced {
-                            backoff: remaining,
-                            attempts: level.map_or(0, |l| l.attempts),
-                        }),
-                        false => Err(InBackoff { remaining }),
-                    });
+                    let wait = until.saturating_sub(at);
+                    return Ok(parked_failure(own, wait, counted, level));
                 }
                 Ruling::Released { level: Some(level) } => self.inner.resume(key, level).await?,
                 Ruling::Released { level: None } | Ruling::Free => {}

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use keyed_backoff::__private::{FleetAsk, FleetDetector, FleetRules, FleetRuling};
+use keyed_backoff::__private::{FleetAsk, FleetDetector, FleetRules, FleetRuling, parked_failure};
 use keyed_backoff::{Advanced, ConfigError, Gate, InBackoff, OutageSettings};
 use parking_lot::Mutex;
 use redis::aio::ConnectionLike;
@@ -287,14 +287,7 @@ where
                 (FleetRuling::Parked { wait, counted }, level) => {
                     // The key's own wait is the store's to say.
                     let own = self.store.wait(key).await?;
-                    let remaining = own.unwrap_or_default().max(wait);
-                    return Ok(match counted && own.is_none() {
-                        true => Ok(Advanced {
-                            backoff: remaining,
-                            attempts: level.map_or(0, |l| l.attempts),
-                        }),
-                        false => Err(InBackoff { remaining }),
-                    });
+                    return Ok(parked_failure(own, wait, counted, level));
                 }
                 (FleetRuling::Released { level: Some(level) }, _) => {
                     self.store.resume(key, level).await?
