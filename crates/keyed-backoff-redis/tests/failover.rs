@@ -203,7 +203,19 @@ fn snapshots_stay_in_each_servers_own_directory() {
     }
     let replica = Server::replica_of(&master);
     for server in [&master, &replica] {
-        let _: String = server.command(&["SAVE"]).unwrap();
+        // The replica's full sync may still be writing the master's
+        // snapshot in the background: poll until `SAVE` is let through.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match server.command::<String>(&["SAVE"]) {
+                Ok(_) => break,
+                Err(e) if e.to_string().contains("save already in progress") => {
+                    assert!(std::time::Instant::now() < deadline, "{e}");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => panic!("SAVE: {e}"),
+            }
+        }
         let dir = server.dir().expect("an owned server's directory");
         assert!(dir.join("dump.rdb").is_file(), "{}", dir.display());
     }
