@@ -29,149 +29,29 @@
 //! continuous GC (`GC_SECONDS` each, default 2).
 
 mod common;
+#[path = "field/inputs.rs"]
+mod inputs;
+#[path = "field/port.rs"]
+mod port;
 
-use std::collections::HashMap;
-use std::hash::Hasher;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use common::latency::{self, Report};
 use common::{DashFloor, Floor, RwLockPort as TunedPort, median, populate_half_expired};
 use cpu_time::ThreadTime;
 use governor::{Quota, RateLimiter};
+use inputs::{PICKS, fingerprint, kubelet_keys, pick_order};
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::{Clock, MockClock, QuantaClock, StdClock};
+use port::PlainPort;
 
 const INITIAL: Duration = Duration::from_secs(10);
 const MAX: Duration = Duration::from_secs(300);
-const KEY_SEED: u64 = 0x6b65_7973;
-const PICK_SEED: u64 = 0x7069_636b;
-const PICKS: usize = 1 << 20;
 const RUN_FOR: Duration = Duration::from_millis(400);
 const CHUNK: usize = 1024;
 const GC_KEYS: usize = 1_000_000;
-
-/// splitmix64, as the Go program has it.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// `<pod UID>_<image ref>`, 69 bytes each, the Go program's keys.
-fn kubelet_keys(n: usize) -> Vec<String> {
-    let mut s = SplitMix(KEY_SEED);
-    (0..n)
-        .map(|_| {
-            let (a, b, c) = (s.next(), s.next(), s.next());
-            format!(
-                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}_registry.k8s.io/app-{:05}:v1.{:03}",
-                a >> 32,
-                (a >> 16) & 0xffff,
-                a & 0xffff,
-                b >> 48,
-                b & 0xffff_ffff_ffff,
-                c % 100_000,
-                (c >> 32) % 1000
-            )
-        })
-        .collect()
-}
-
-/// The Go program's pick order: `PICKS` key indices.
-fn pick_order(n: usize) -> Vec<u32> {
-    let mut s = SplitMix(PICK_SEED);
-    (0..PICKS).map(|_| (s.next() % n as u64) as u32).collect()
-}
-
-/// FNV-1a over the keys and the picks, printed by both programs so the
-/// script can check they ran on the same data.
-fn fingerprint(keys: &[String], order: &[u32]) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-    for k in keys {
-        h.write(k.as_bytes());
-    }
-    for p in order {
-        h.write(&p.to_le_bytes());
-    }
-    h.finish()
-}
-
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// client-go's `Backoff` as a user would port it: one lock around a map.
-struct PlainPort {
-    map: RwLock<HashMap<String, PlainEntry>>,
-    initial: Duration,
-    max: Duration,
-}
-
-struct PlainEntry {
-    backoff: Duration,
-    last_update: Instant,
-}
-
-impl PlainPort {
-    fn new(initial: Duration, max: Duration) -> Self {
-        PlainPort {
-            map: RwLock::new(HashMap::new()),
-            initial,
-            max,
-        }
-    }
-
-    fn has_expired(&self, event: Instant, last_update: Instant) -> bool {
-        event.saturating_duration_since(last_update) > self.max * 2
-    }
-
-    fn next(&self, id: &str, event: Instant) -> Duration {
-        let mut map = self.map.write().unwrap();
-        let now = Instant::now();
-        if let Some(e) = map.get_mut(id)
-            && !self.has_expired(event, e.last_update)
-        {
-            e.backoff = (e.backoff * 2).min(self.max);
-            e.last_update = now;
-            return e.backoff;
-        }
-        let entry = PlainEntry {
-            backoff: self.initial,
-            last_update: now,
-        };
-        map.insert(id.to_string(), entry);
-        self.initial
-    }
-
-    fn is_in_backoff_since_update(&self, id: &str, event: Instant) -> bool {
-        let map = self.map.read().unwrap();
-        let Some(e) = map.get(id) else {
-            return false;
-        };
-        if self.has_expired(event, e.last_update) {
-            return false;
-        }
-        event.saturating_duration_since(e.last_update) < e.backoff || event < e.last_update
-    }
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Workload {
