@@ -29,6 +29,8 @@
 //! continuous GC (`GC_SECONDS` each, default 2).
 
 mod common;
+#[path = "field/gc.rs"]
+mod gc;
 #[path = "field/inputs.rs"]
 mod inputs;
 #[path = "field/port.rs"]
@@ -38,8 +40,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use common::latency::{self, Report};
-use common::{DashFloor, Floor, RwLockPort as TunedPort, median, populate_half_expired};
+use common::{DashFloor, RwLockPort as TunedPort, median};
 use cpu_time::ThreadTime;
 use governor::{Quota, RateLimiter};
 use inputs::{PICKS, fingerprint, kubelet_keys, pick_order};
@@ -51,7 +52,6 @@ const INITIAL: Duration = Duration::from_secs(10);
 const MAX: Duration = Duration::from_secs(300);
 const RUN_FOR: Duration = Duration::from_millis(400);
 const CHUNK: usize = 1024;
-const GC_KEYS: usize = 1_000_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Workload {
@@ -408,93 +408,13 @@ impl Visit for Timing<'_> {
     }
 }
 
-/// The default GC against the floor's `retain` (each timed by the calling
-/// thread's CPU time), then latency during GC.
-fn gc() {
-    let rounds = env("GC_ROUNDS", 5);
-    let keys = kubelet_keys(GC_KEYS);
-    let (mut crate_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let clock = MockClock::new();
-        let b = Backoff::<String>::builder(INITIAL, MAX)
-            .clock(clock.clone())
-            .build()
-            .expect("valid settings");
-        populate_half_expired(&keys, &clock, &mut |k, t| {
-            b.next(k, t);
-        });
-        let start = ThreadTime::now();
-        let removed = b.gc();
-        let crate_took = start.elapsed();
-        drop(b);
-        let clock = MockClock::new();
-        let mut floor = Floor::new(INITIAL, MAX, clock.clone());
-        populate_half_expired(&keys, &clock, &mut |k, t| {
-            floor.next(k, t);
-        });
-        let start = ThreadTime::now();
-        let floor_removed = floor.gc();
-        let floor_took = start.elapsed();
-        assert_eq!((removed, floor_removed), (GC_KEYS / 2, GC_KEYS / 2));
-        crate_ms.push(crate_took.as_secs_f64() * 1e3);
-        floor_ms.push(floor_took.as_secs_f64() * 1e3);
-        ratios.push(crate_took.as_secs_f64() / floor_took.as_secs_f64());
-    }
-    println!(
-        "GC {GC_KEYS} crate_ms={:.1} floor_ms={:.1} ratio={:.2}",
-        median(crate_ms),
-        median(floor_ms),
-        median(ratios)
-    );
-
-    let seconds = env("GC_SECONDS", 2) as f64;
-    let clock = MockClock::new();
-    let b = Backoff::<String>::builder(INITIAL, MAX)
-        .clock(clock.clone())
-        .build()
-        .expect("valid settings");
-    populate_half_expired(&keys, &clock, &mut |k, t| {
-        b.next(k, t);
-    });
-    let t = clock.now();
-    let read = |k: &str| b.is_in_backoff_since_update(k, t);
-    let write = |k: &str| !b.next(k, t).is_zero();
-    let reports: Vec<Report> = vec![
-        latency::measure(
-            "crate, default, read".into(),
-            &keys,
-            seconds,
-            &read,
-            &|| b.gc(),
-        ),
-        latency::measure(
-            "crate, default, next".into(),
-            &keys,
-            seconds,
-            &write,
-            &|| b.gc(),
-        ),
-    ];
-    for r in reports {
-        println!(
-            "LATENCY {} p50={} p99={} p99.9={} max={} gc_passes={}",
-            r.label.replace(' ', ""),
-            r.p50,
-            r.p99,
-            r.p999,
-            r.max,
-            r.gc_passes
-        );
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
     match args.as_slice() {
-        [gc_arg] if gc_arg == "gc" => gc(),
+        [gc_arg] if gc_arg == "gc" => gc::gc(),
         [n, workload] => field(Some((n.parse().expect("<keys> <workload>"), workload))),
         [c, target, workload, n, ops] if c == "count" => {
             let w = Workload::ALL
