@@ -9,13 +9,17 @@
 //!   (once each process has learned of the outage: an attempt before
 //!   then is counted apart, and must come within the phase's refresh of
 //!   the declaration); no second of the recovery holds more than
-//!   `release_rate` attempts across them; every key's first success comes
+//!   `release_rate` keys let go across them; every key's first success comes
 //!   within 15 s of the dependency's return.
 //! - With the redis-server killed during the outage, each process goes on
 //!   alone: no key is released at once, which here means that while the
 //!   dependency is down no process lets more than `probes` keys try in
 //!   any step of the ladder, and once it is back no process lets more
 //!   than `release_rate` keys go in any second.
+//! - With the redis-server back (empty) 10 s after that, the processes
+//!   come back to one outage: once all have reached Redis again, at most
+//!   `probes` attempts per step across the four, and at most
+//!   `release_rate` a second across them in the recovery.
 //!
 //! Its own harness (`harness = false`): a child is this binary with the
 //! child's setup in its environment.
@@ -29,6 +33,8 @@ use keyed_backoff_testkit::redis_server::Server;
 
 #[path = "fleet_outage/child.rs"]
 mod child;
+#[path = "fleet_outage/rejoin.rs"]
+mod rejoin;
 
 const PROCESSES: usize = 4;
 const KEYS: usize = 250;
@@ -55,6 +61,9 @@ fn main() {
     }
     if wanted("redis_killed_during_the_outage") {
         redis_killed_during_the_outage();
+    }
+    if wanted("redis_back_during_the_outage") {
+        rejoin::redis_back_during_the_outage();
     }
 }
 
@@ -253,6 +262,18 @@ fn most_per_second(mut times: Vec<u64>) -> usize {
         .unwrap_or(0)
 }
 
+/// When the keys of `attempts` (those `of` picks) were let go after the
+/// outage: their attempts after the dependency's return by a process
+/// that no longer saw the outage (the probes that ended it are the
+/// outage's, counted in its steps).
+fn released(attempts: &[Attempt], of: impl Fn(&Attempt) -> bool) -> Vec<u64> {
+    attempts
+        .iter()
+        .filter(|a| a.at >= DOWN.1 && !a.informed && of(a))
+        .map(|a| a.at)
+        .collect()
+}
+
 /// The latest first success of any key after the dependency's return,
 /// after it; panics if a key has none.
 fn latest_first_success(attempts: &[Attempt], keys: impl Iterator<Item = (usize, usize)>) -> u64 {
@@ -288,10 +309,12 @@ fn the_fleet_shares_one_outage() {
         (DOWN.0..DOWN.0 + 30 * SECOND).contains(&began),
         "began at {began}"
     );
+    // The attempts during the outage: until the dependency's return, and
+    // after it the probes that end the outage.
     let during: Vec<&Attempt> = fleet
         .attempts
         .iter()
-        .filter(|a| (began..DOWN.1).contains(&a.at))
+        .filter(|a| a.at >= began && (a.at < DOWN.1 || a.informed))
         .collect();
     let (informed, strays): (Vec<&Attempt>, Vec<&Attempt>) =
         during.iter().partition(|a| a.informed);
@@ -299,19 +322,13 @@ fn the_fleet_shares_one_outage() {
     let per_step = most_per_step(&informed, began, |_| 0);
     let with_strays = most_per_step(&during, began, |_| 0);
     let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
-    let recovery: Vec<u64> = fleet
-        .attempts
-        .iter()
-        .filter(|a| a.at >= DOWN.1)
-        .map(|a| a.at)
-        .collect();
-    let per_second = most_per_second(recovery);
+    let per_second = most_per_second(released(&fleet.attempts, |_| true));
     let keys = (0..PROCESSES).flat_map(|p| (0..KEYS).map(move |k| (p, k)));
     let latest = latest_first_success(&fleet.attempts, keys);
     println!(
         "fleet: outage began {:.3} s after the dependency went down; at most {per_step} attempts per \
          ladder step across {PROCESSES} processes (probes {probes}), {} before a process learned of it \
-         (the latest {:.3} s after it began; {with_strays} in a step counting them); at most {per_second} attempts in a second of the \
+         (the latest {:.3} s after it began; {with_strays} in a step counting them); at most {per_second} keys let go in a second of the \
          recovery (release rate {}); the latest first success {:.3} s after the return; {:.1} s of wall time",
         (began - DOWN.0) as f64 / 1e9,
         strays.len(),
@@ -331,7 +348,7 @@ fn the_fleet_shares_one_outage() {
     );
     assert!(
         per_second <= child::RELEASE_RATE,
-        "{per_second} attempts in a second"
+        "{per_second} keys let go in a second"
     );
     assert!(
         latest <= 15 * SECOND,
@@ -377,12 +394,7 @@ fn redis_killed_during_the_outage() {
     let across = most_per_step(&after, began, |_| 0);
     let mut per_second = 0;
     for p in 0..PROCESSES {
-        let times = fleet
-            .attempts
-            .iter()
-            .filter(|a| a.process == p && a.at >= DOWN.1)
-            .map(|a| a.at)
-            .collect();
+        let times = released(&fleet.attempts, |a| a.process == p);
         per_second = per_second.max(most_per_second(times));
     }
     let keys = (0..PROCESSES).flat_map(|p| (0..KEYS).map(move |k| (p, k)));
@@ -390,7 +402,7 @@ fn redis_killed_during_the_outage() {
     println!(
         "Redis killed {:.3} s into the outage: every process alone; at most {per_process} attempts per \
          ladder step in one process ({across} across them; probes {probes}) while the dependency was down; \
-         at most {per_second} attempts in a second of one process's recovery (release rate {}); the latest \
+         at most {per_second} keys let go in a second of one process's recovery (release rate {}); the latest \
          first success {:.3} s after the return; {:.1} s of wall time",
         (killed - began) as f64 / 1e9,
         child::RELEASE_RATE,
@@ -403,7 +415,7 @@ fn redis_killed_during_the_outage() {
     );
     assert!(
         per_second <= child::RELEASE_RATE,
-        "{per_second} attempts in a second"
+        "{per_second} keys let go in a second"
     );
     assert!(
         latest <= 15 * SECOND,

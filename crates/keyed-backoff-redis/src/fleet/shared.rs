@@ -141,7 +141,10 @@ where
         while !self.alone() {
             let loaded = match self.load(Some(&field)).await {
                 Ok(loaded) => loaded,
-                Err(e) if unreachable(&e) => break,
+                Err(e) if unreachable(&e) => {
+                    self.go_alone();
+                    break;
+                }
                 Err(e) => return Err(e),
             };
             let at = self.fleet_now(&loaded);
@@ -177,11 +180,17 @@ where
                         source: None,
                     });
                 }
-                Err(e) if unreachable(&e) => break,
+                Err(e) if unreachable(&e) => {
+                    self.go_alone();
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
-        self.go_alone();
+        // Alone, already or from now: the period alone starts when Redis
+        // failed to answer, never again at a call made while alone (calls
+        // more often than the period would keep a busy replica from ever
+        // asking Redis again).
         Ok(self.step_alone(rules, hash, ask, level))
     }
 
