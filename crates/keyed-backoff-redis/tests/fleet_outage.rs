@@ -262,6 +262,20 @@ fn most_per_second(mut times: Vec<u64>) -> usize {
         .unwrap_or(0)
 }
 
+/// The recovery's bounds: at most `release_rate` keys let go in any second
+/// (`per_second`, the most seen), and every key's first success within
+/// 15 s of the dependency's return (`latest`, the latest seen).
+fn recovered(per_second: usize, latest: u64) {
+    assert!(
+        per_second <= child::RELEASE_RATE,
+        "{per_second} keys let go in a second"
+    );
+    assert!(
+        latest <= 15 * SECOND,
+        "a first success {latest} ns after the return"
+    );
+}
+
 /// When the keys of `attempts` (those `of` picks) were let go after the
 /// outage: their attempts after the dependency's return by a process
 /// that no longer saw the outage (the probes that ended it are the
@@ -346,14 +360,7 @@ fn the_fleet_shares_one_outage() {
         late <= REFRESH + TICK,
         "an attempt {late} ns after the outage began"
     );
-    assert!(
-        per_second <= child::RELEASE_RATE,
-        "{per_second} keys let go in a second"
-    );
-    assert!(
-        latest <= 15 * SECOND,
-        "a first success {latest} ns after the return"
-    );
+    recovered(per_second, latest);
 }
 
 fn redis_killed_during_the_outage() {
@@ -413,12 +420,5 @@ fn redis_killed_during_the_outage() {
         per_process <= probes,
         "{per_process} attempts in a step of one process"
     );
-    assert!(
-        per_second <= child::RELEASE_RATE,
-        "{per_second} keys let go in a second"
-    );
-    assert!(
-        latest <= 15 * SECOND,
-        "a first success {latest} ns after the return"
-    );
+    recovered(per_second, latest);
 }
