@@ -15,19 +15,26 @@ const GC_KEYS: usize = 1_000_000;
 
 /// The default GC against the floor's `retain` (each timed by the calling
 /// thread's CPU time), then latency during GC.
+/// The crate as a user gets it (on a mock clock), `keys` in it, half of
+/// them expired; and its clock.
+fn half_expired(keys: &[String]) -> (Backoff<String, MockClock>, MockClock) {
+    let clock = MockClock::new();
+    let b = Backoff::<String>::builder(INITIAL, MAX)
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    populate_half_expired(keys, &clock, &mut |k, t| {
+        b.next(k, t);
+    });
+    (b, clock)
+}
+
 pub fn gc() {
     let rounds = env("GC_ROUNDS", 5);
     let keys = kubelet_keys(GC_KEYS);
     let (mut crate_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let clock = MockClock::new();
-        let b = Backoff::<String>::builder(INITIAL, MAX)
-            .clock(clock.clone())
-            .build()
-            .expect("valid settings");
-        populate_half_expired(&keys, &clock, &mut |k, t| {
-            b.next(k, t);
-        });
+        let (b, _) = half_expired(&keys);
         let start = ThreadTime::now();
         let removed = b.gc();
         let crate_took = start.elapsed();
@@ -53,14 +60,7 @@ pub fn gc() {
     );
 
     let seconds = env("GC_SECONDS", 2) as f64;
-    let clock = MockClock::new();
-    let b = Backoff::<String>::builder(INITIAL, MAX)
-        .clock(clock.clone())
-        .build()
-        .expect("valid settings");
-    populate_half_expired(&keys, &clock, &mut |k, t| {
-        b.next(k, t);
-    });
+    let (b, clock) = half_expired(&keys);
     let t = clock.now();
     let read = |k: &str| b.is_in_backoff_since_update(k, t);
     let write = |k: &str| !b.next(k, t).is_zero();
