@@ -168,8 +168,10 @@ end
 
 -- Made only where a floor is, or may be written: held(at), the wait (ns,
 -- > 0) the floor leaves at `at`, or nil; floor_part(), what a write keeps
--- of it (nothing once it has passed); ttl(), a write's time to live (ms):
--- the entry's, or the floor's if longer; kept, the records as they were.
+-- of it: all of it, passed or not, as the in-process manager keeps a floor
+-- until its GC (an event before the floor's end is still held by it);
+-- ttl(), a write's time to live (ms): the entry's, or the floor's if
+-- longer; kept, the records as they were.
 local held, floor_part, ttl, kept
 if floor ~= nil or op == 'hold' or op == 'resume' or op == 'gc_key' then
   held = function(at)
@@ -179,7 +181,7 @@ if floor ~= nil or op == 'hold' or op == 'resume' or op == 'gc_key' then
     return nil
   end
   floor_part = function()
-    if floor ~= nil and floor > now then return '@' .. ff end
+    if floor ~= nil then return '@' .. ff end
     return ''
   end
   ttl = function()
