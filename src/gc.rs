@@ -209,13 +209,17 @@ pub(crate) fn spawn_task<T: Send + Sync + 'static>(
 /// under `catch_unwind`. For that one probe the panic hook in place is
 /// wrapped by one that stays silent on this thread while probing (and
 /// passes every other panic on); the hook in place before is put back
-/// after.
+/// after. One probe at a time in the process: two interleaved could each
+/// put back the hook it found while the other is probing, and the other's
+/// panic would reach a hook that prints it.
 #[cfg(all(feature = "tokio", panic = "unwind"))]
 fn timers_enabled() -> bool {
     use std::cell::Cell;
     thread_local! {
         static PROBING: Cell<bool> = const { Cell::new(false) };
     }
+    static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+    let _probe = ONE_AT_A_TIME.lock();
     let previous = Arc::new(std::panic::take_hook());
     let forward = Arc::clone(&previous);
     std::panic::set_hook(Box::new(move |info| {
