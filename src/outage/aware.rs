@@ -4,7 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::fleet::parked_failure;
+use super::parked::parked_failure;
 use super::settings::OutageSettings;
 use super::watch::{Asked, Ruling, Watch};
 use crate::clock::{Clock, ClockInstant, StdClock};

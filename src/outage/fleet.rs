@@ -34,27 +34,9 @@ use crate::error::ConfigError;
 /// error, never guessed at.
 const FORMAT: &str = "1";
 
-/// The answer to a failure of a key the outage keeps parked, `wait`
-/// longer (counted when it was the key's turn), whose own wait (its
-/// backoff or its floor, asked of the gate under the wrapper) is `own`
-/// and whose level is `level`: the wrapper's one rule for it, in process
-/// and for a fleet. The key waits the longer of the two; the failure
-/// advances it only when it was its turn and its own wait is over.
-pub fn parked_failure(
-    own: Option<Duration>,
-    wait: Duration,
-    counted: bool,
-    level: Option<Advanced>,
-) -> Result<Advanced, crate::error::InBackoff> {
-    let remaining = own.unwrap_or_default().max(wait);
-    match counted && own.is_none() {
-        true => Ok(Advanced {
-            backoff: remaining,
-            attempts: level.map_or(0, |l| l.attempts),
-        }),
-        false => Err(crate::error::InBackoff { remaining }),
-    }
-}
+/// The answer to a parked key's failure, for the fleet's wrapper as for
+/// the in-process one.
+pub use super::parked::parked_failure;
 
 /// The rules of one fleet's outage: its settings and the seed that hashes
 /// its keys (every replica must use the same, so that they name a parked

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use crate::entry::Advanced;
+use crate::error::InBackoff;
+
 /// A key parked by an outage. `L` is the key's own level when it was first
 /// parked (its entry, if it had one), kept to be given back when it is let
 /// go: however long the outage, the key's own ladder continues from there.
@@ -35,4 +38,26 @@ pub(crate) enum Turn {
     Go,
     /// Wait until this time (on the same line as the instant asked about).
     Wait(Duration),
+}
+
+/// The answer to a failure of a key the outage keeps parked, `wait`
+/// longer (counted when it was the key's turn), whose own wait (its
+/// backoff or its floor, asked of the gate under the wrapper) is `own`
+/// and whose level is `level`: the wrapper's one rule for it, in process
+/// and for a fleet. The key waits the longer of the two; the failure
+/// advances it only when it was its turn and its own wait is over.
+pub fn parked_failure(
+    own: Option<Duration>,
+    wait: Duration,
+    counted: bool,
+    level: Option<Advanced>,
+) -> Result<Advanced, InBackoff> {
+    let remaining = own.unwrap_or_default().max(wait);
+    match counted && own.is_none() {
+        true => Ok(Advanced {
+            backoff: remaining,
+            attempts: level.map_or(0, |l| l.attempts),
+        }),
+        false => Err(InBackoff { remaining }),
+    }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use keyed_backoff_redis::redis;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{Event, RedisBackoff, StoreError, fail_fast};
-use keyed_backoff_testkit::redis_server::{Server, free_port};
+use keyed_backoff_testkit::redis_server::{Server, free_port, poll_until};
 use parking_lot::Mutex;
 
 const TASKS: usize = 4;
@@ -205,17 +205,13 @@ fn snapshots_stay_in_each_servers_own_directory() {
     for server in [&master, &replica] {
         // The replica's full sync may still be writing the master's
         // snapshot in the background: poll until `SAVE` is let through.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            match server.command::<String>(&["SAVE"]) {
-                Ok(_) => break,
-                Err(e) if e.to_string().contains("save already in progress") => {
-                    assert!(std::time::Instant::now() < deadline, "{e}");
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(e) => panic!("SAVE: {e}"),
-            }
-        }
+        poll_until("SAVE let through", Duration::from_secs(10), || match server
+            .command::<String>(&["SAVE"])
+        {
+            Ok(_) => true,
+            Err(e) if e.to_string().contains("save already in progress") => false,
+            Err(e) => panic!("SAVE: {e}"),
+        });
         let dir = server.dir().expect("an owned server's directory");
         assert!(dir.join("dump.rdb").is_file(), "{}", dir.display());
     }

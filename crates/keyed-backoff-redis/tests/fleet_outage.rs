@@ -195,12 +195,20 @@ impl Fleet {
     }
 
     /// Runs the simulated time up to `until`, calling `at_each` after each
-    /// step.
-    fn run(&mut self, mut now: u64, until: u64, mut at_each: impl FnMut(&mut Fleet, u64)) -> u64 {
+    /// step; `at_each` may move the fleet on itself, to the time it
+    /// returns, where the next step is made.
+    fn run(
+        &mut self,
+        mut now: u64,
+        until: u64,
+        mut at_each: impl FnMut(&mut Fleet, u64) -> Option<u64>,
+    ) -> u64 {
         while now < until {
             let next = self.step(now);
-            at_each(self, now);
-            now = (now + TICK).max(next).min(until);
+            now = match at_each(self, now) {
+                Some(moved) => moved,
+                None => (now + TICK).max(next).min(until),
+            };
         }
         now
     }
@@ -305,6 +313,16 @@ fn latest_first_success(attempts: &[Attempt], keys: impl Iterator<Item = (usize,
     .unwrap_or(0)
 }
 
+/// Kills `server` (once: `killed` is when) when the outage has gone on
+/// 30 s by `now`.
+fn kill_30_s_in(fleet: &Fleet, server: &mut Server, now: u64, killed: &mut Option<u64>) {
+    let began = fleet.learned.iter().flatten().min().copied();
+    if killed.is_none() && began.is_some_and(|b| now >= b + 30 * SECOND) {
+        server.stop();
+        *killed = Some(now);
+    }
+}
+
 fn prefix(name: &str) -> String {
     format!("fleet-{name}-{:x}", rand::random::<u32>())
 }
@@ -313,7 +331,7 @@ fn the_fleet_shares_one_outage() {
     let started = Instant::now();
     let server = Server::with_args(Vec::new());
     let mut fleet = Fleet::start(&server, &prefix("shares"), false);
-    fleet.run(0, DOWN.1 + 30 * SECOND, |_, _| {});
+    fleet.run(0, DOWN.1 + 30 * SECOND, |_, _| None);
     let began = fleet.began();
     // Redis answered every call: no process ever went on alone.
     assert_eq!(fleet.alone_since, [None; PROCESSES]);
@@ -370,14 +388,11 @@ fn redis_killed_during_the_outage() {
     // Until the outage has gone on 30 s: then Redis dies.
     let mut killed_at = None;
     let now = fleet.run(0, DOWN.1, |fleet, now| {
-        let began = fleet.learned.iter().flatten().min().copied();
-        if killed_at.is_none() && began.is_some_and(|b| now >= b + 30 * SECOND) {
-            server.stop();
-            killed_at = Some(now);
-        }
+        kill_30_s_in(fleet, &mut server, now, &mut killed_at);
+        None
     });
     let killed = killed_at.expect("Redis was killed during the outage");
-    fleet.run(now, DOWN.1 + 30 * SECOND, |_, _| {});
+    fleet.run(now, DOWN.1 + 30 * SECOND, |_, _| None);
     let began = fleet.began();
     let probes = child::PROBES;
     // Each process went on alone, its keys still parked.

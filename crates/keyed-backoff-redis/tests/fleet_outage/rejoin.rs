@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use keyed_backoff_testkit::redis_server::{Server, poll_until};
 
 use super::{
-    Attempt, DOWN, Fleet, KEYS, PROCESSES, SECOND, TICK, child, ladder_step, latest_first_success,
-    most_per_second, most_per_step, prefix, recovered, released, steps,
+    Attempt, DOWN, Fleet, KEYS, PROCESSES, SECOND, TICK, child, kill_30_s_in, ladder_step,
+    latest_first_success, most_per_second, most_per_step, prefix, recovered, released, steps,
 };
 
 /// Redis dies 30 s into the outage and comes back, empty, 10 s later.
@@ -21,24 +21,8 @@ pub fn redis_back_during_the_outage() {
     let name = prefix("back");
     let mut fleet = Fleet::start(&server, &name, true);
     let (mut killed, mut rejoined) = (None, None);
-    let until = DOWN.1 + 30 * SECOND;
-    let mut now = 0;
-    while now < until {
-        let next = fleet.step(now);
-        let began = fleet.learned.iter().flatten().min().copied();
-        if killed.is_none() && began.is_some_and(|b| now >= b + 30 * SECOND) {
-            server.stop();
-            killed = Some(now);
-        }
-        if let Some(k) = killed
-            && rejoined.is_none()
-            && now >= k + 10 * SECOND
-        {
-            server.restart();
-            now = rejoin(&mut fleet, &server, &name, now);
-            rejoined = Some(now);
-            continue;
-        }
+    fleet.run(0, DOWN.1 + 30 * SECOND, |fleet, now| {
+        kill_30_s_in(fleet, &mut server, now, &mut killed);
         if let Some(r) = rejoined {
             let alone = fleet.last.iter().position(|s| s.alone);
             assert!(
@@ -46,9 +30,14 @@ pub fn redis_back_during_the_outage() {
                 "replica {alone:?} alone again at {}",
                 now - r
             );
+        } else if killed.is_some_and(|k| now >= k + 10 * SECOND) {
+            server.restart();
+            let back = rejoin(fleet, &server, &name, now);
+            rejoined = Some(back);
+            return Some(back);
         }
-        now = (now + TICK).max(next).min(until);
-    }
+        None
+    });
     let (killed, rejoined) = (killed.expect("killed"), rejoined.expect("rejoined"));
     let began = fleet.began();
     assert!(rejoined < DOWN.1, "rejoined after the dependency's return");
