@@ -237,3 +237,37 @@ fn damaged_text_is_an_error_never_a_guess() {
     // A release whose numbers make none.
     assert!(rules.view(Some("1 0 0 0 0 - R 4 0 0 1 0 0")).is_err());
 }
+
+#[test]
+fn a_step_writes_only_what_it_changed_and_an_outage_clears_the_parked_keys() {
+    let mut fleet = Texts::new(3);
+    assert_eq!(fleet.rules.settings().probes, Some(2));
+    let declared = {
+        let mut d = fleet.rules.detector();
+        (0..3).find_map(|k| d.fresh(k, ms(0), k, 0)).unwrap()
+    };
+    // The outage begins: a new generation, so every key parked before it
+    // is stale (the store drops them).
+    let began = fleet.step(0, ms(0), FleetAsk::Begin(declared), None);
+    assert!(began.cleared && began.state.is_some() && began.view.in_outage);
+    // A key is parked: its entry is written.
+    let parked = fleet.step(7, ms(10), FleetAsk::Claim, level(7));
+    assert!(matches!(parked.ruling, FleetRuling::Parked { .. }));
+    assert!(matches!(parked.entry, EntryChange::Put(_)), "{parked:?}");
+    assert_eq!(fleet.step(0, ms(10), FleetAsk::Peek, None).view.parked, 1);
+    // A peek writes nothing, even where a claim would.
+    let peek = fleet.step(8, ms(20), FleetAsk::Peek, level(8));
+    assert!(peek.state.is_none() && peek.entry == EntryChange::Keep && !peek.cleared);
+    // The same claim again at the same time changes nothing, and writes
+    // nothing.
+    let again = fleet.step(7, ms(10), FleetAsk::Claim, level(7));
+    assert_eq!(again.ruling, parked.ruling);
+    assert!(
+        again.state.is_none() && again.entry == EntryChange::Keep && !again.cleared,
+        "{again:?}"
+    );
+    // A second declaration adopts the outage: no new generation.
+    let adopted = fleet.step(1, ms(30), FleetAsk::Begin(declared), None);
+    assert!(!adopted.cleared && adopted.event.is_none());
+    assert_eq!(adopted.view.parked, 1);
+}
