@@ -25,7 +25,7 @@
 --
 -- KEYS[1]  the entry's key
 -- ARGV[1]  op: next | gate | get | attempts | since | since_update | remaining | reset | gc_key
---          | hold | level | resume
+--          | hold | level | resume | standing
 -- ARGV[2]  now in nanoseconds by the caller's clock, or "" to read Redis
 --          TIME (then the time unit is a microsecond, else a nanosecond)
 -- ARGV[3]  the event's age in nanoseconds: now - event (negative: in the future)
@@ -39,8 +39,9 @@
 -- Replies: next/gate {1, backoff_ns, attempts} or, refused, {0, remaining_ns};
 -- get/attempts/remaining an integer (0: none); since/since_update/reset/gc_key
 -- 0 or 1; hold 1; resume 1 if it wrote the entry, else 0; level
--- {1, backoff_ns, attempts} for a live entry, else 0; anything not ours
--- {-1, detail}.
+-- {1, backoff_ns, attempts} for a live entry, else 0; standing (level and
+-- remaining in one call) {2, 1 if live else 0, backoff_ns, attempts,
+-- remaining} (0 for none); anything not ours {-1, detail}.
 --
 -- The floor is honoured by every check before a run (gate, remaining,
 -- since, since_update: the longer of the two waits); next, get, attempts
@@ -250,9 +251,12 @@ if floor ~= nil and op ~= 'next' and op ~= 'since' then
   if h ~= nil and (left == nil or h > left) then left = h end
 end
 
-if op == 'remaining' then
-  if left == nil then return 0 end
-  return math.ceil(left)
+if op == 'remaining' or op == 'standing' then
+  local wait = 0
+  if left ~= nil then wait = math.ceil(left) end
+  if op == 'remaining' then return wait end
+  if live then return {2, 1, b, a, wait} end
+  return {2, 0, 0, 0, wait}
 end
 if op == 'since_update' then
   if left ~= nil then return 1 end

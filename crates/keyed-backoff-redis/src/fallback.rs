@@ -162,6 +162,13 @@ impl Fallback {
                 let Ok(level) = Gate::level(b, &owned()).await;
                 level.map_or(Reply::Number(0), advanced)
             }
+            (Op::Standing, _) => {
+                let Ok(level) = Gate::level(b, &owned()).await;
+                Reply::Standing {
+                    level: level.map(|l| (saturating_nanos(l.backoff), l.attempts)),
+                    remaining_ns: b.remaining(key, at).map_or(0, saturating_nanos),
+                }
+            }
             (
                 Op::Resume,
                 Extra::Resume {

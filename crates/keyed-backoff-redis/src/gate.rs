@@ -113,6 +113,29 @@ where
     }
 }
 
+impl<C> RedisBackoff<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// `key`'s level ([`Gate::level`]) and the wait it has left now
+    /// ([`Gate::wait`]), in one round trip.
+    pub(crate) async fn standing(
+        &self,
+        key: &str,
+    ) -> Result<(Option<Advanced>, Option<Duration>), StoreError> {
+        match self.request(plain(Op::Standing, key, Extra::None)).await? {
+            Reply::Standing {
+                level: live,
+                remaining_ns,
+            } => Ok((
+                live.map(|(backoff_ns, attempts)| level(backoff_ns, attempts)),
+                (remaining_ns > 0).then(|| Duration::from_nanos(remaining_ns)),
+            )),
+            _ => Err(StoreError::unexpected(key, "a level and a wait")),
+        }
+    }
+}
+
 /// A request on the store's now, without an operation id.
 fn plain(op: Op, key: &str, extra: Extra) -> Request<'_> {
     Request {
@@ -130,3 +153,7 @@ fn level(backoff_ns: u64, attempts: u32) -> Advanced {
         attempts,
     }
 }
+
+#[cfg(test)]
+#[path = "standing_tests.rs"]
+mod tests;

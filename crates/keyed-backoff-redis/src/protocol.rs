@@ -39,6 +39,8 @@ pub(crate) enum Op {
     Level,
     /// The key put back at a level unless it is live (ARGV[10], ARGV[11]).
     Resume,
+    /// `Level` and `Remaining` in one call.
+    Standing,
 }
 
 impl Op {
@@ -57,6 +59,7 @@ impl Op {
             Op::Hold => "hold",
             Op::Level => "level",
             Op::Resume => "resume",
+            Op::Standing => "standing",
         }
     }
 
@@ -248,7 +251,7 @@ impl Call<'_> {
             Reply::Number(n) => {
                 *n == 1 && matches!(self.op, Op::Reset | Op::GcKey | Op::Hold | Op::Resume)
             }
-            Reply::NotOurs { .. } => false,
+            Reply::Standing { .. } | Reply::NotOurs { .. } => false,
         }
     }
 }
@@ -311,6 +314,12 @@ pub(crate) enum Reply {
     /// Any other operation: an integer (a backoff, a count, a wait with 0
     /// for none, or a flag 0 or 1).
     Number(u64),
+    /// `standing`: the key's level if its entry is live, and the wait it
+    /// has left (0 for none): `{2, live, backoff_ns, attempts, remaining_ns}`.
+    Standing {
+        level: Option<(u64, u32)>,
+        remaining_ns: u64,
+    },
     /// The key holds something that is not one of our entries:
     /// `{-1, what is wrong}`.
     NotOurs { detail: String },
@@ -346,10 +355,16 @@ impl FromRedisValue for Reply {
                     }),
                     (1, [backoff, attempts]) => Ok(Reply::Advanced {
                         backoff_ns: non_negative(backoff)?,
-                        attempts: u32::try_from(non_negative(attempts)?)
-                            .map_err(|_| "an attempt count out of range")?,
+                        attempts: attempts_of(attempts)?,
                     }),
                     (0, [remaining]) => Ok(Reply::Refused {
+                        remaining_ns: non_negative(remaining)?,
+                    }),
+                    (2, [live, backoff, attempts, remaining]) => Ok(Reply::Standing {
+                        level: match non_negative(live)? {
+                            0 => None,
+                            _ => Some((non_negative(backoff)?, attempts_of(attempts)?)),
+                        },
                         remaining_ns: non_negative(remaining)?,
                     }),
                     _ => Err("an array of the wrong shape".into()),
@@ -358,6 +373,11 @@ impl FromRedisValue for Reply {
             _ => Err("a reply of the wrong type".into()),
         }
     }
+}
+
+/// An attempt count.
+fn attempts_of(v: &Value) -> Result<u32, ParsingError> {
+    u32::try_from(non_negative(v)?).map_err(|_| "an attempt count out of range".into())
 }
 
 /// An integer that must not be negative (redis-rs would wrap it into a

@@ -95,6 +95,26 @@ fn replies_are_read_by_shape() {
     );
     assert_eq!(
         read(Value::Array(vec![
+            int(2),
+            int(1),
+            int(4_000),
+            int(3),
+            int(700)
+        ])),
+        Ok(Reply::Standing {
+            level: Some((4_000, 3)),
+            remaining_ns: 700
+        })
+    );
+    assert_eq!(
+        read(Value::Array(vec![int(2), int(0), int(0), int(0), int(0)])),
+        Ok(Reply::Standing {
+            level: None,
+            remaining_ns: 0
+        })
+    );
+    assert_eq!(
+        read(Value::Array(vec![
             int(-1),
             Value::BulkString(b"a list".to_vec())
         ])),
@@ -108,6 +128,8 @@ fn replies_are_read_by_shape() {
         Value::Array(vec![]),
         Value::Array(vec![int(1), int(2)]),
         Value::Array(vec![int(0), int(-2)]),
+        Value::Array(vec![int(2), int(1), int(5), int(1)]),
+        Value::Array(vec![int(2), int(1), int(5), int(-1), int(0)]),
         Value::Array(vec![int(7), int(1)]),
     ] {
         assert!(read(bad.clone()).is_err(), "{bad:?}");

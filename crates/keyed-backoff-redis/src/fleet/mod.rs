@@ -42,7 +42,10 @@ const REFRESH: Duration = Duration::from_millis(100);
 /// - **During an outage and its release** every claim, failure and
 ///   success loads the state and the key's parked entry (one script call)
 ///   and stores what changed (one more, retried on a conflict within the
-///   store's [`timeout`](crate::RedisBackoffBuilder::timeout)).
+///   store's [`timeout`](crate::RedisBackoffBuilder::timeout)). A claim,
+///   wait or failure first reads the key's own wait and level from the
+///   store, together (one call): a parked key's claim or wait costs two
+///   round trips, its failure three.
 /// - **While Redis cannot be reached** this replica goes on alone, from
 ///   the last state it saw: the same outage (when it began, its ladder and
 ///   its seed), so parked keys stay parked; it never fails open. A replica
@@ -213,16 +216,16 @@ where
         Ok(self.shared.check(&self.rules).await?.active)
     }
 
-    /// The fleet's ruling on `key`.
+    /// The fleet's ruling on `key`, whose own level is `level`.
     async fn rule(
         &self,
-        key: &String,
+        key: &str,
         ask: FleetAsk,
-    ) -> Result<(FleetRuling, Option<Advanced>), StoreError> {
-        let level = Gate::level(&self.store, key).await?;
+        level: Option<Advanced>,
+    ) -> Result<FleetRuling, StoreError> {
         let hash = self.rules.hash(key);
         let step = self.shared.step(&self.rules, hash, ask, level).await?;
-        Ok((step.ruling, level))
+        Ok(step.ruling)
     }
 
     /// A fresh failure of `key`, counted: this replica's detector may
@@ -245,16 +248,24 @@ where
     }
 
     /// `wait` and `claim`: the key's own wait first, then the fleet's.
-    async fn ask(
-        &self,
-        key: &String,
-        own: Option<Duration>,
-        ask: FleetAsk,
-    ) -> Result<Option<Duration>, StoreError> {
-        if own.is_some() || !self.active().await? {
-            return Ok(own);
-        }
-        Ok(match self.rule(key, ask).await?.0 {
+    /// During an outage the key's wait and level are read in one round
+    /// trip; outside one, its wait alone.
+    async fn ask(&self, key: &String, ask: FleetAsk) -> Result<Option<Duration>, StoreError> {
+        let level = if self.shared.seen.lock().view.active {
+            let (level, own) = self.store.standing(key).await?;
+            if own.is_some() {
+                return Ok(own);
+            }
+            level
+        } else {
+            let own = self.store.wait(key).await?;
+            if own.is_some() || !self.active().await? {
+                return Ok(own);
+            }
+            // The phase just read says an outage is under way.
+            Gate::level(&self.store, key).await?
+        };
+        Ok(match self.rule(key, ask, level).await? {
             FleetRuling::Parked { wait, .. } => Some(wait),
             FleetRuling::Free | FleetRuling::Released { .. } => None,
         })
@@ -272,27 +283,27 @@ where
     type Error = StoreError;
 
     async fn wait(&self, key: &String) -> Result<Option<Duration>, StoreError> {
-        let own = self.store.wait(key).await?;
-        self.ask(key, own, FleetAsk::Peek).await
+        self.ask(key, FleetAsk::Peek).await
     }
 
+    /// The store's claim is its wait: one call answers both.
     async fn claim(&self, key: &String) -> Result<Option<Duration>, StoreError> {
-        let own = self.store.claim(key).await?;
-        self.ask(key, own, FleetAsk::Claim).await
+        self.ask(key, FleetAsk::Claim).await
     }
 
     async fn fail(&self, key: &String) -> Result<Result<Advanced, InBackoff>, StoreError> {
         if self.active().await? {
-            match self.rule(key, FleetAsk::Failure).await? {
-                (FleetRuling::Parked { wait, counted }, level) => {
-                    // The key's own wait is the store's to say.
-                    let own = self.store.wait(key).await?;
+            // The key's own wait is the store's to say: read with its level,
+            // before the fleet's step (which does not touch the key's entry).
+            let (level, own) = self.store.standing(key).await?;
+            match self.rule(key, FleetAsk::Failure, level).await? {
+                FleetRuling::Parked { wait, counted } => {
                     return Ok(parked_failure(own, wait, counted, level));
                 }
-                (FleetRuling::Released { level: Some(level) }, _) => {
+                FleetRuling::Released { level: Some(level) } => {
                     self.store.resume(key, level).await?
                 }
-                (FleetRuling::Released { level: None } | FleetRuling::Free, _) => {}
+                FleetRuling::Released { level: None } | FleetRuling::Free => {}
             }
         }
         let outcome = self.store.fail(key).await?;
