@@ -91,3 +91,25 @@ fn during_an_outage_no_key_climbs_its_own_ladder() {
     let failed_first = on.own.iter().filter(|own| own.len() == 1).count();
     assert_eq!(failed_first, 20, "the 20 failures that declared it");
 }
+
+/// The wrapper adds no rule to a level: it reads the level of the backoff
+/// under it, and a level put back reaches that backoff.
+#[test]
+fn a_level_read_or_put_back_through_the_wrapper_is_the_backoffs() {
+    use keyed_backoff::{Advanced, Gate};
+    use keyed_backoff_testkit::ready;
+    let clock = MockClock::new();
+    let crate::sim::Manager::Aware(gate) = manager(&clock, KUBELET, Some(OutageSettings::new()))
+    else {
+        unreachable!("made with outage settings")
+    };
+    let key = "k".to_string();
+    let level = Advanced {
+        backoff: secs(40),
+        attempts: 3,
+    };
+    assert_eq!(ready(gate.level(&key)), Ok(None));
+    ready(gate.resume(&key, level)).unwrap();
+    assert_eq!(ready(Gate::level(gate.inner(), &key)), Ok(Some(level)));
+    assert_eq!(ready(gate.level(&key)), Ok(Some(level)));
+}

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use keyed_backoff::OutageSettings;
+use keyed_backoff::clock::MockClock;
 
-use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, run_with, secs};
+use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
 
 #[test]
 fn every_parked_key_goes_within_15_s_of_recovery_at_the_release_rate() {
@@ -116,4 +117,39 @@ fn callers_that_run_every_requeue_recover_within_15_s_but_are_not_kept_back() {
         "controller-runtime, 120 s, runs not skipped: {off_runs} runs reach the dependency without outage detection, {on_runs} with it; last first success {last:?} after recovery"
     );
     assert!(last <= secs(15), "{last:?}");
+}
+
+#[test]
+fn during_the_release_a_parked_key_waits_its_turn_and_others_may_go() {
+    let clock = MockClock::new();
+    let settings = OutageSettings::new().min_failing_keys(3).release_rate(1.0);
+    let b = manager(&clock, KUBELET, Some(settings));
+    for k in 0..3 {
+        b.fail(&format!("failing-{k}")).unwrap();
+    }
+    for k in 0..4 {
+        assert!(b.claim(&format!("parked-{k}")).is_some());
+    }
+    clock.advance(secs(10));
+    b.succeed("recovered-a");
+    b.succeed("recovered-b");
+    assert!(!b.in_outage());
+    // One key a second: each key that asks is given the next turn, and
+    // reading a wait takes none.
+    let turns: Vec<_> = (0..3)
+        .map(|k| b.claim(&format!("parked-{k}")).unwrap_or_default())
+        .collect();
+    assert!(turns[0] < turns[1] && turns[1] < turns[2], "{turns:?}");
+    let (second, third) = (turns[1], turns[2]);
+    assert_eq!(b.wait("parked-2"), Some(third));
+    // A key never parked may go at once, as may one whose turn has come.
+    assert_eq!(b.wait("never-parked"), None);
+    clock.advance(second);
+    assert_eq!(b.wait("parked-1"), None);
+    assert!(b.wait("parked-2").is_some());
+    // Once the release is over, every key may go, even one that never
+    // asked for its turn.
+    clock.advance(secs(60));
+    assert_eq!(b.wait("parked-3"), None);
+    assert_eq!(b.wait("parked-2"), None);
 }
