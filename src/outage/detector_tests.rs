@@ -261,3 +261,33 @@ fn decides_as_the_rule_over_every_outcome_does() {
     }
     assert!(changes > 100, "{changes} changes: too few to compare");
 }
+
+#[test]
+fn marks_of_keys_failing_again_behind_a_current_one_are_dropped_in_bulk() {
+    // Key 0 fails freshly once and stays current at the front; keys 1 to 3
+    // fail freshly again and again behind it. Their earlier marks are
+    // stale, counted as such, and dropped all at once when the marks pass
+    // twice the keys plus 16.
+    let mut d = detector();
+    let mut most = 0;
+    for n in 0..200u64 {
+        let key = if n == 0 { 0 } else { 1 + n % 3 };
+        assert_eq!(d.record(Outcome::Fresh(key), secs(n as f64 * 0.01)), None);
+        let stale = d
+            .marks
+            .iter()
+            .filter(|m| d.latest.get(&m.key) != Some(&m.number))
+            .count();
+        assert_eq!(d.stale, stale, "after {n}");
+        most = most.max(d.marks.len());
+    }
+    assert_eq!(d.latest.len(), 4);
+    assert_eq!(most, 2 * 4 + 16, "the most marks kept at once");
+    // Key 0 fails freshly again: its first mark goes stale, and the stale
+    // marks at the front go with it, uncounted.
+    assert_eq!(d.record(Outcome::Fresh(0), secs(3.0)), None);
+    let current = |m: &Mark| d.latest.get(&m.key) == Some(&m.number);
+    let stale = d.marks.iter().filter(|m| !current(m)).count();
+    assert_eq!(d.stale, stale);
+    assert!(d.marks.front().is_some_and(current));
+}
