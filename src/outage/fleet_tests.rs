@@ -234,8 +234,11 @@ fn damaged_text_is_an_error_never_a_guess() {
         )
         .unwrap_err();
     assert!(err.contains("a parked key"), "{err}");
-    // A release whose numbers make none.
+    // A release whose numbers make none: no time between two keys, or no
+    // key a second.
     assert!(rules.view(Some("1 0 0 0 0 - R 4 0 0 1 0 0")).is_err());
+    assert!(rules.view(Some("1 0 0 0 0 - R 4 5 1 0 9 0")).is_err());
+    assert!(rules.view(Some("1 0 0 0 0 - R 4 5 1 1 9 0")).is_ok());
 }
 
 #[test]

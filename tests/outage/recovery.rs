@@ -153,3 +153,31 @@ fn during_the_release_a_parked_key_waits_its_turn_and_others_may_go() {
     assert_eq!(b.wait("parked-3"), None);
     assert_eq!(b.wait("parked-2"), None);
 }
+
+#[test]
+fn keys_that_ask_late_in_the_release_still_go_at_its_rate() {
+    let clock = MockClock::new();
+    let settings = OutageSettings::new()
+        .min_failing_keys(3)
+        .ladder(secs(1), secs(4))
+        .release_rate(10.0);
+    let b = manager(&clock, KUBELET, Some(settings));
+    for k in 0..3 {
+        b.fail(&format!("failing-{k}")).unwrap();
+    }
+    for k in 0..20 {
+        assert!(b.claim(&format!("parked-{k}")).is_some());
+    }
+    clock.advance(secs(10));
+    b.succeed("recovered-a");
+    b.succeed("recovered-b");
+    assert!(!b.in_outage());
+    // Nobody asks for 3 s: longer than the 20 turns take at 10 a second,
+    // within two of the ladder's longest steps (4 s), the time a parked key
+    // may take to ask. Then all ask at once: one goes, the rest take turns.
+    clock.advance(secs(3));
+    let gone = (0..20)
+        .filter(|k| b.claim(&format!("parked-{k}")).is_none())
+        .count();
+    assert_eq!(gone, 1);
+}
