@@ -6,7 +6,7 @@ use std::time::Duration;
 use keyed_backoff::OutageSettings;
 use keyed_backoff::clock::MockClock;
 
-use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
+use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, Manager, manager, run_with, secs};
 
 #[test]
 fn every_parked_key_goes_within_15_s_of_recovery_at_the_release_rate() {
@@ -119,21 +119,27 @@ fn callers_that_run_every_requeue_recover_within_15_s_but_are_not_kept_back() {
     assert!(last <= secs(15), "{last:?}");
 }
 
-#[test]
-fn during_the_release_a_parked_key_waits_its_turn_and_others_may_go() {
-    let clock = MockClock::new();
-    let settings = OutageSettings::new().min_failing_keys(3).release_rate(1.0);
-    let b = manager(&clock, KUBELET, Some(settings));
+/// A manager on `clock` whose outage (declared by three keys) parked
+/// `parked` keys, `parked-0` on, and ended 10 s later: its release begins.
+fn released(clock: &MockClock, settings: OutageSettings, parked: usize) -> Manager {
+    let b = manager(clock, KUBELET, Some(settings.min_failing_keys(3)));
     for k in 0..3 {
         b.fail(&format!("failing-{k}")).unwrap();
     }
-    for k in 0..4 {
+    for k in 0..parked {
         assert!(b.claim(&format!("parked-{k}")).is_some());
     }
     clock.advance(secs(10));
     b.succeed("recovered-a");
     b.succeed("recovered-b");
     assert!(!b.in_outage());
+    b
+}
+
+#[test]
+fn during_the_release_a_parked_key_waits_its_turn_and_others_may_go() {
+    let clock = MockClock::new();
+    let b = released(&clock, OutageSettings::new().release_rate(1.0), 4);
     // One key a second: each key that asks is given the next turn, and
     // reading a wait takes none.
     let turns: Vec<_> = (0..3)
@@ -158,20 +164,9 @@ fn during_the_release_a_parked_key_waits_its_turn_and_others_may_go() {
 fn keys_that_ask_late_in_the_release_still_go_at_its_rate() {
     let clock = MockClock::new();
     let settings = OutageSettings::new()
-        .min_failing_keys(3)
         .ladder(secs(1), secs(4))
         .release_rate(10.0);
-    let b = manager(&clock, KUBELET, Some(settings));
-    for k in 0..3 {
-        b.fail(&format!("failing-{k}")).unwrap();
-    }
-    for k in 0..20 {
-        assert!(b.claim(&format!("parked-{k}")).is_some());
-    }
-    clock.advance(secs(10));
-    b.succeed("recovered-a");
-    b.succeed("recovered-b");
-    assert!(!b.in_outage());
+    let b = released(&clock, settings, 20);
     // Nobody asks for 3 s: longer than the 20 turns take at 10 a second,
     // within two of the ladder's longest steps (4 s), the time a parked key
     // may take to ask. Then all ask at once: one goes, the rest take turns.
