@@ -76,6 +76,13 @@ impl Texts {
     }
 }
 
+/// The declaration of three keys newly failing at 0, by `rules`'s own
+/// detector.
+fn declared(rules: &FleetRules) -> Declared {
+    let mut d = rules.detector();
+    (0..3).find_map(|k| d.fresh(k, ms(0), k, 0)).unwrap()
+}
+
 fn level(key: u32) -> Option<Advanced> {
     (!key.is_multiple_of(3)).then(|| Advanced {
         backoff: ms(u64::from(key) * 10),
@@ -185,10 +192,7 @@ fn replicas_on_one_state_share_the_probes_of_each_step() {
     // at the end of step 0: two probes in all.
     let mut a = Texts::new(5);
     let b_rules = FleetRules::new(settings(), 5).unwrap();
-    let declared = {
-        let mut d = a.rules.detector();
-        (0..3).find_map(|k| d.fresh(k, ms(0), k, 0)).unwrap()
-    };
+    let declared = declared(&a.rules);
     a.step(0, ms(0), FleetAsk::Begin(declared), None);
     // A second declaration adopts the outage under way.
     let again = a.step(1, ms(10), FleetAsk::Begin(declared), None);
@@ -245,10 +249,7 @@ fn damaged_text_is_an_error_never_a_guess() {
 fn a_step_writes_only_what_it_changed_and_an_outage_clears_the_parked_keys() {
     let mut fleet = Texts::new(3);
     assert_eq!(fleet.rules.settings().probes, Some(2));
-    let declared = {
-        let mut d = fleet.rules.detector();
-        (0..3).find_map(|k| d.fresh(k, ms(0), k, 0)).unwrap()
-    };
+    let declared = declared(&fleet.rules);
     // The outage begins: a new generation, so every key parked before it
     // is stale (the store drops them).
     let began = fleet.step(0, ms(0), FleetAsk::Begin(declared), None);

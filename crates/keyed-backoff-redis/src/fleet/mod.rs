@@ -247,24 +247,14 @@ where
         Ok(())
     }
 
-    /// `wait` and `claim`: the key's own wait first, then the fleet's.
-    /// During an outage the key's wait and level are read in one round
-    /// trip; outside one, its wait alone.
-    async fn ask(&self, key: &String, ask: FleetAsk) -> Result<Option<Duration>, StoreError> {
-        let level = if self.shared.seen.lock().view.active {
-            let (level, own) = self.store.standing(key).await?;
-            if own.is_some() {
-                return Ok(own);
-            }
-            level
-        } else {
-            let own = self.store.wait(key).await?;
-            if own.is_some() || !self.active().await? {
-                return Ok(own);
-            }
-            // The phase just read says an outage is under way.
-            Gate::level(&self.store, key).await?
-        };
+    /// `wait` and `claim`: the key's own wait first, then the fleet's. The
+    /// key's wait and level are read in one round trip (the level is used
+    /// only during an outage).
+    async fn ask(&self, key: &str, ask: FleetAsk) -> Result<Option<Duration>, StoreError> {
+        let (level, own) = self.store.standing(key).await?;
+        if own.is_some() || !self.active().await? {
+            return Ok(own);
+        }
         Ok(match self.rule(key, ask, level).await? {
             FleetRuling::Parked { wait, .. } => Some(wait),
             FleetRuling::Free | FleetRuling::Released { .. } => None,
