@@ -17,9 +17,14 @@ and commands of other tools are not checked.
 Paths: every token that starts like a repository path (`src/`, `tests/`,
 `docs/`, `crates/`, `testkit/`, `benches/`, `examples/`, `fuzz/`, `.ci/`,
 `.cargo/`, `plots/`) and every relative link target must name a file or
-directory (a glob must match one). A token is looked up relative to the
-page's directory, the crate whose README it is, the repository root, and
-then any workspace member (docs say "the Redis crate's `tests/outage.rs`").
+directory (a glob must match one). A link target is looked up relative to
+the page's directory, as Markdown resolves it. A token in a page of `docs/`
+or in the root README is looked up relative to the repository root only,
+where a reader of the repository finds it: "the Redis crate's
+`tests/fail_fast.rs`" fails, `crates/keyed-backoff-redis/tests/fail_fast.rs`
+holds. A token in a workspace member's README (shown on crates.io, where
+the crate is the whole tree) is looked up relative to that crate, then to
+the root; in any other README, relative to its directory, then to the root.
 Paths of other projects are listed in EXTERNAL with the page citing them.
 
 Usage: python3 .ci/doc_refs.py   (from anywhere; reads git's file list)
@@ -269,8 +274,11 @@ def exists(base, path):
 def path_errors(page, text, packages):
     here = os.path.dirname(page) or "."
     crate = next((p["dir"] for p in packages.values()
-                  if p["dir"] != "." and page.startswith(p["dir"] + "/")), None)
-    bases = [here] + ([crate] if crate else []) + ["."] + sorted({p["dir"] for p in packages.values()})
+                  if p["dir"] != "." and page == p["dir"] + "/README.md"), None)
+    if page == "README.md" or page.startswith("docs/"):
+        bases = ["."]
+    else:
+        bases = [crate or here, "."]
     errors = []
     cited = set()
     for target in LINK.findall(text):
@@ -282,7 +290,8 @@ def path_errors(page, text, packages):
     for path in REPO_URL.findall(text):
         if not exists(".", path):
             errors.append(f"links to the repository's {path}, which does not exist")
-    for token in PATH_TOKEN.findall(text):
+    # Link targets were checked above, relative to the page.
+    for token in PATH_TOKEN.findall(LINK.sub("]()", text)):
         token = re.split(r":\d", token)[0].rstrip(".,;:")
         if token in cited or (page, token) in EXTERNAL or "..." in token:
             continue
