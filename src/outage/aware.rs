@@ -35,7 +35,7 @@ use crate::observe;
 ///   [`Gate::resume`] if its entry was forgotten meanwhile).
 ///
 /// [`wait`](Gate::wait) only reads: it reports the wait a parked key (or
-/// a key that would be parked) is held to, and takes no turn. A key's own
+/// a key that would be parked) is given, and takes no turn. A key's own
 /// wait, its backoff or its floor (`Retry-After`), always comes first: a
 /// key that the backoff under it refuses is refused, on its turn too.
 ///

@@ -30,9 +30,9 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// | [`min_failing_keys`](Self::min_failing_keys) | 20 | distinct keys that must newly fail within the detection window |
 /// | [`max_success_ratio`](Self::max_success_ratio) | 0.1 | the largest share of successes that still looks like an outage |
 /// | [`recovery_successes`](Self::recovery_successes) | 2 | successes in a row that end an outage |
-/// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every held key shares |
+/// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every parked key shares |
 /// | [`probes`](Self::probes) | 3 per step | keys that may try the dependency per step of the ladder |
-/// | [`release_rate`](Self::release_rate) | 200 keys/s | how fast held keys are let go after recovery |
+/// | [`release_rate`](Self::release_rate) | 200 keys/s | how fast parked keys are let go after recovery |
 ///
 /// Why these defaults:
 ///
@@ -54,7 +54,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 ///   during an outage, the dependency sees about three attempts every four
 ///   seconds however many keys wait, and the first success comes at most
 ///   one step (4 s) after the dependency is back.
-/// - **200 keys a second** lets a thousand held keys go in five seconds
+/// - **200 keys a second** lets a thousand parked keys go in five seconds
 ///   (client-go's workqueue limiter, ten a second, needs 100 s), while no
 ///   second sees more than 200 of them.
 ///
@@ -142,9 +142,9 @@ impl OutageSettings {
         self
     }
 
-    /// The shared ladder held keys wait on: steps from `initial` doubling
+    /// The shared ladder parked keys wait on: steps from `initial` doubling
     /// to `max`. `initial` at least 1 ms and at most `max`; `max` at most
-    /// 10 minutes (a held key checks back at least once every two steps, so
+    /// 10 minutes (a parked key checks back at least once every two steps, so
     /// this bounds how late it learns the outage is over).
     pub fn ladder(mut self, initial: Duration, max: Duration) -> Self {
         self.initial = initial;
@@ -152,17 +152,17 @@ impl OutageSettings {
         self
     }
 
-    /// How many held keys may try the dependency per step of the ladder:
-    /// `Some(n)` with `n >= 1`, or `None` for every held key once per step.
+    /// How many parked keys may try the dependency per step of the ladder:
+    /// `Some(n)` with `n >= 1`, or `None` for every parked key once per step.
     /// Only callers that ask before they try (the gate, `remaining`,
-    /// `is_in_backoff_since`) are held back; a key that tries anyway is
+    /// `is_in_backoff_since`) are kept back; a key that tries anyway is
     /// told to wait for the next step.
     pub fn probes(mut self, probes: Option<u32>) -> Self {
         self.probes = probes;
         self
     }
 
-    /// How many held keys per second are let go after an outage: above 0,
+    /// How many parked keys per second are let go after an outage: above 0,
     /// at most 1,000,000. Keys are let go one at a time in the order they
     /// ask, never more than this many in any second; the attempts the
     /// outage let through in its last second (the probes that found the
@@ -174,7 +174,10 @@ impl OutageSettings {
 
     /// The seed that spreads the keys' slots over each step of the ladder:
     /// a fixed seed gives every run the same slots (tests, simulations).
-    /// Random by default.
+    /// Random by default for an [`OutageAware`](crate::OutageAware); a
+    /// fleet's outage in keyed-backoff-redis (`RedisBackoff::outage_aware`)
+    /// derives it from the store's prefix instead, so that every replica
+    /// on that prefix places each key's slots alike.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -238,7 +241,7 @@ impl OutageSettings {
         if self.probes == Some(0) {
             return Err(ConfigError::new(
                 "outage.probes",
-                "at least 1, or None for every held key",
+                "at least 1, or None for every parked key",
                 0,
             ));
         }

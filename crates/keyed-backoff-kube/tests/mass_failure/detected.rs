@@ -21,7 +21,7 @@ const PROBES: usize = 3;
 const MIN_FAILING_KEYS: usize = 20;
 
 /// What every run with detection on must show against the same preset's
-/// run without it (`off`), with held objects let go at `release_rate`:
+/// run without it (`off`), with parked objects let go at `release_rate`:
 /// no second of the recovery sees more than `release_rate` runs, the probes
 /// that found the dependency back included, and the whole outage reaches
 /// the dependency at least 5x less.
