@@ -14,7 +14,8 @@ tokio for `#[tokio::main]`:
 
 (`test-util` for the examples that run on tokio's paused clock, as a user's
 tests do), and for the kube crate what an operator has anyway (kube,
-k8s-openapi, serde, schemars) and for fair-admission tower,
+k8s-openapi, serde, schemars) and the Redis store its README's
+`[dependencies]` names for a shared store, and for fair-admission tower,
 
 and runs `cargo test --doc -p CRATE --all-features` there, one crate at a
 time (so no crate's features leak into another's). Crates a companion
@@ -49,11 +50,14 @@ USER_DEV_DEPENDENCIES = (
 )
 # What a user of a crate has beside it anyway, kept from the crate's own
 # dev-dependencies: an operator depends on kube (with its derive and
-# runtime), k8s-openapi, serde and schemars to write a custom resource; a
-# server that stacks fair admission's layer has tower.
+# runtime), k8s-openapi, serde and schemars to write a custom resource,
+# and keyed-backoff-redis where its replicas share a store (the README's
+# `[dependencies]` names it); a server that stacks fair admission's layer
+# has tower.
 USER_ALSO_HAS = {
     "fair-admission": ["tower"],
-    "keyed-backoff-kube": ["kube", "k8s-openapi", "serde", "serde_json", "schemars", "futures"],
+    "keyed-backoff-kube": ["kube", "k8s-openapi", "serde", "serde_json", "schemars", "futures",
+                           "keyed-backoff-redis"],
 }
 
 
