@@ -45,7 +45,9 @@ use crate::service::KeyedBackoff;
 /// success until `.retry_if(RetryHttp)` (feature `http`) says otherwise;
 /// 3 retries per request, of a clone of it ([`CloneRequest`]); no budget;
 /// requests wait as long as their key's window lasts; a `Retry-After` is
-/// honoured up to the manager's [`max`](Backoff::max) backoff.
+/// honoured up to the manager's [`max`](Backoff::max) backoff for a layer
+/// made with [`new`](Self::new), and up to 5 minutes for one made with
+/// [`over`](Self::over).
 ///
 /// Waits sleep on tokio's timer for as long as the manager's clock says
 /// is left, so the manager may run on any clock. Under tokio's paused
@@ -284,7 +286,10 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     }
 
     /// The longest a server's `Retry-After` may hold a key; a longer one
-    /// holds it this long.
+    /// holds it this long. Unless set: the manager's
+    /// [`max`](Backoff::max) for a layer made with [`new`](Self::new), 5
+    /// minutes for one made with [`over`](Self::over) (a gate states no
+    /// `max`).
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
         self.policy.limits.max_retry_after = cap;
         self

@@ -102,6 +102,23 @@ async fn the_cap_bounds_a_hold_and_a_short_hold_never_shortens_the_backoff() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn over_a_gate_the_default_cap_is_5_minutes_not_the_managers_max() {
+    // A gate states no `max` of its own: `over` caps a hold at 5 minutes,
+    // here over the same manager whose 10 s `new` takes as its cap.
+    let log = Log::new();
+    let service = KeyedBackoffLayer::over(manager(), host)
+        .retry_if(RetryHttp)
+        .max_retries(0)
+        .layer(upstream(&log, 429, "3600".to_owned()));
+    assert_eq!(
+        service.clone().oneshot(get("busy")).await.unwrap().status(),
+        429
+    );
+    assert_eq!(service.oneshot(get("busy")).await.unwrap().status(), 200);
+    assert_eq!(log.calls("busy"), [0, 300_000]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_retry_after_on_another_status_is_not_a_hold() {
     // 502 is retried (a failure: 100 ms backoff) but its header not read.
     let (busy, _) = hold(502, "5", Some(Duration::from_secs(60))).await;
