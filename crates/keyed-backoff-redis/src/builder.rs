@@ -10,6 +10,7 @@ use keyed_backoff::{Backoff, ConfigError, Settings};
 use redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::connection::fail_fast;
+use crate::error::Address;
 use crate::fallback::Fallback;
 use crate::near_cache::NearCache;
 use crate::protocol::{Rule, TimeSource};
@@ -50,6 +51,7 @@ pub struct RedisBackoffBuilder {
     fallback: Option<Duration>,
     near_cache: bool,
     replicas: Option<(u32, Duration)>,
+    address: Option<String>,
 }
 
 impl fmt::Debug for RedisBackoffBuilder {
@@ -62,6 +64,7 @@ impl fmt::Debug for RedisBackoffBuilder {
             .field("fallback", &self.fallback)
             .field("near_cache", &self.near_cache)
             .field("wait_for_replicas", &self.replicas)
+            .field("address", &self.address)
             .finish()
     }
 }
@@ -103,8 +106,28 @@ impl RedisBackoffBuilder {
         self
     }
 
+    /// How errors name the server (see
+    /// [`Address`](crate::Address)), for a connection given to
+    /// [`build`](Self::build), which cannot tell: `host:port`, or a name
+    /// an operator recognizes. [`open`](Self::open) takes the URL's host
+    /// and port instead. Without it, errors of a built store say
+    /// `"the connection given to build"`.
+    ///
+    /// ```
+    /// use keyed_backoff_redis::RedisBackoff;
+    /// use std::time::Duration;
+    /// let builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .address("redis-sessions.internal:6379");
+    /// # let _ = builder;
+    /// ```
+    pub fn address(mut self, address: impl Into<String>) -> Self {
+        self.address = Some(address.into());
+        self
+    }
+
     /// Opt-in fallback while Redis is down: after an operation fails as
-    /// unavailable or timed out, every operation for the next `open_for`
+    /// unreachable (unavailable, timed out, or not answering as Redis
+    /// does), every operation for the next `open_for`
     /// is answered by an in-process [`Backoff`](keyed_backoff::Backoff) with the
     /// same settings (a circuit breaker), then Redis is tried again.
     /// Answers during that time are this process's alone, not the fleet's;
@@ -209,9 +232,10 @@ impl RedisBackoffBuilder {
             )
         };
         let client = redis::Client::open(url).map_err(not_a_url)?;
+        let address = client.get_connection_info().addr().to_string();
         let config = fail_fast(self.timeout);
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(not_a_url)?;
-        self.build(conn)
+        self.address(address).build(conn)
     }
 
     /// Validates the settings and builds the store on `conn`: a
@@ -252,6 +276,13 @@ impl RedisBackoffBuilder {
             return Err(ConfigError::new("prefix", "a non-empty string", "\"\""));
         }
         let timeout = millisecond_to_hour("timeout", self.timeout)?;
+        let address = match &self.address {
+            Some(address) if address.is_empty() => {
+                return Err(ConfigError::new("address", "a non-empty string", "\"\""));
+            }
+            Some(address) => address.as_str(),
+            None => "the connection given to build",
+        };
         let replicas = match self.replicas {
             None => None,
             Some((count, wait)) => {
@@ -290,7 +321,7 @@ impl RedisBackoffBuilder {
             ttl = ttl.max(Duration::from_secs(86_400));
         }
         Ok(RedisBackoff {
-            transport: Transport::new(conn, timeout, replicas),
+            transport: Transport::new(conn, Address::new(address), timeout, replicas),
             prefix: self.prefix,
             rule: Rule {
                 initial_ns: saturating_nanos(resolved.initial),
@@ -349,6 +380,7 @@ impl RedisBackoff<()> {
             fallback: None,
             near_cache: false,
             replicas: None,
+            address: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A store operation that did not complete. Every variant is something the
@@ -29,6 +30,8 @@ pub enum StoreError {
     /// operation did not run.
     #[non_exhaustive]
     Unavailable {
+        /// The server the store talks to (see [`Address`]).
+        address: Address,
         /// What redis-rs reported.
         source: redis::RedisError,
     },
@@ -37,11 +40,26 @@ pub enum StoreError {
     /// [`OpId`](crate::OpId) to be safe).
     #[non_exhaustive]
     TimedOut {
+        /// The server the store talks to (see [`Address`]).
+        address: Address,
         /// The configured timeout.
         after: Duration,
         /// What redis-rs reported, when it gave up first (its own response
         /// timeout); `None` when the operation's timeout ran out.
         source: Option<redis::RedisError>,
+    },
+    /// The server answered, but not as Redis does: the bytes were not
+    /// Redis's protocol (the URL points at another kind of server, such as
+    /// a web server, or a proxy in between mangled the reply). No entry is
+    /// to blame. Treated as an unreachable store: the
+    /// [`fallback`](crate::RedisBackoffBuilder::fallback) answers in its
+    /// place. Whether the operation ran is unknown.
+    #[non_exhaustive]
+    Protocol {
+        /// The server that answered (see [`Address`]).
+        address: Address,
+        /// What redis-rs could not read.
+        source: redis::RedisError,
     },
     /// The key holds something that is not one of our entries (another
     /// program wrote it), or the reply made no sense. It is left untouched.
@@ -73,6 +91,8 @@ pub enum StoreError {
     /// replica, scripts disabled…).
     #[non_exhaustive]
     Redis {
+        /// The server that answered (see [`Address`]).
+        address: Address,
         /// What the server said.
         source: redis::RedisError,
     },
@@ -97,7 +117,35 @@ impl StoreError {
     pub fn outcome_unknown(&self) -> bool {
         matches!(
             self,
-            StoreError::TimedOut { .. } | StoreError::NotReplicated { .. }
+            StoreError::TimedOut { .. }
+                | StoreError::Protocol { .. }
+                | StoreError::NotReplicated { .. }
+        )
+    }
+
+    /// Whether the store could not be asked: Redis could not be reached
+    /// ([`Unavailable`](Self::Unavailable)), did not answer in time
+    /// ([`TimedOut`](Self::TimedOut)), or something other than Redis
+    /// answered ([`Protocol`](Self::Protocol)). These are the errors the
+    /// [`fallback`](crate::RedisBackoffBuilder::fallback) answers in the
+    /// store's place; the others are answers from Redis.
+    ///
+    /// ```no_run
+    /// use keyed_backoff_redis::{Event, RedisBackoff};
+    /// # async fn run(b: RedisBackoff<keyed_backoff_redis::redis::aio::ConnectionManager>) {
+    /// if let Err(e) = b.next("host-a", Event::now()).await {
+    ///     if e.is_unreachable() {
+    ///         eprintln!("Redis is down or the URL is wrong: {e}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable { .. }
+                | StoreError::TimedOut { .. }
+                | StoreError::Protocol { .. }
         )
     }
 
@@ -110,9 +158,28 @@ impl StoreError {
         }
     }
 
-    /// Sorts a client error; `timeout` is the operation's own, reported
-    /// when the client gave up waiting for an answer (outcome unknown).
-    pub(crate) fn from_redis(key: &str, e: redis::RedisError, timeout: Duration) -> Self {
+    /// No answer from the server at `address` within `after`.
+    pub(crate) fn timed_out(address: &Address, after: Duration) -> Self {
+        StoreError::TimedOut {
+            address: address.clone(),
+            after,
+            source: None,
+        }
+    }
+
+    /// Sorts a client error from the server at `address`; `timeout` is
+    /// the operation's own, reported when the client gave up waiting for
+    /// an answer (outcome unknown). A reply redis-rs could not parse is a
+    /// protocol error: the caller converts well-formed replies itself, so
+    /// that an entry that is not ours is told apart from a server that is
+    /// not Redis.
+    pub(crate) fn from_redis(
+        address: &Address,
+        key: &str,
+        e: redis::RedisError,
+        timeout: Duration,
+    ) -> Self {
+        let address = address.clone();
         let unreachable = e.is_io_error()
             || e.is_connection_refusal()
             || e.is_connection_dropped()
@@ -124,20 +191,27 @@ impl StoreError {
                 source: Some(e),
             }
         } else if e.kind() == redis::ErrorKind::Parse {
-            StoreError::Corrupt {
-                key: key.to_string(),
-                detail: "unexpected reply".to_owned(),
-                source: Some(e),
-            }
+            StoreError::Protocol { address, source: e }
         } else if e.is_timeout() {
             StoreError::TimedOut {
+                address,
                 after: timeout,
                 source: Some(e),
             }
         } else if unreachable {
-            StoreError::Unavailable { source: e }
+            StoreError::Unavailable { address, source: e }
         } else {
-            StoreError::Redis { source: e }
+            StoreError::Redis { address, source: e }
+        }
+    }
+
+    /// A well-formed reply of a shape the caller never gets from its
+    /// script, for `key`.
+    pub(crate) fn unreadable(key: &str, e: redis::ParsingError) -> Self {
+        StoreError::Corrupt {
+            key: key.to_string(),
+            detail: "unexpected reply".to_owned(),
+            source: Some(e.into()),
         }
     }
 }
@@ -147,13 +221,23 @@ impl StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::Unavailable { .. } => {
-                write!(f, "backoff store unavailable; the operation did not run")
-            }
-            StoreError::TimedOut { after, .. } => {
+            StoreError::Unavailable { address, .. } => {
                 write!(
                     f,
-                    "backoff store did not answer within {after:?}; outcome unknown"
+                    "backoff store at {address} unavailable; the operation did not run"
+                )
+            }
+            StoreError::TimedOut { address, after, .. } => {
+                write!(
+                    f,
+                    "backoff store at {address} did not answer within {after:?}; outcome unknown"
+                )
+            }
+            StoreError::Protocol { address, .. } => {
+                write!(
+                    f,
+                    "the server at {address} did not answer as Redis does (is the URL right?); \
+                     outcome unknown"
                 )
             }
             StoreError::Corrupt { key, detail, .. } => {
@@ -166,9 +250,12 @@ impl fmt::Display for StoreError {
                 "backoff entry for {key:?} written on the master, but {acked} of the \
                  {wanted} replicas asked for acknowledged it; outcome unknown"
             ),
-            StoreError::Redis { source } => match source.code() {
-                Some(code) => write!(f, "backoff store answered with an error ({code})"),
-                None => write!(f, "backoff store answered with an error"),
+            StoreError::Redis { address, source } => match source.code() {
+                Some(code) => write!(
+                    f,
+                    "backoff store at {address} answered with an error ({code})"
+                ),
+                None => write!(f, "backoff store at {address} answered with an error"),
             },
         }
     }
@@ -177,11 +264,53 @@ impl fmt::Display for StoreError {
 impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            StoreError::Unavailable { source } | StoreError::Redis { source } => Some(source),
+            StoreError::Unavailable { source, .. }
+            | StoreError::Protocol { source, .. }
+            | StoreError::Redis { source, .. } => Some(source),
             StoreError::TimedOut { source, .. } | StoreError::Corrupt { source, .. } => {
                 source.as_ref().map(|e| e as &(dyn Error + 'static))
             }
             StoreError::NotReplicated { .. } => None,
         }
+    }
+}
+
+/// The server a store talks to, as its errors name it: the host and port
+/// of the URL given to [`open`](crate::RedisBackoffBuilder::open), or what
+/// [`address`](crate::RedisBackoffBuilder::address) says for a connection
+/// given to [`build`](crate::RedisBackoffBuilder::build).
+///
+/// ```
+/// use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
+/// use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let backoff = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+///     .open("redis://127.0.0.1:1/")
+///     .await?;
+/// let err = backoff.next("host-a", Event::now()).await.unwrap_err();
+/// let StoreError::Unavailable { address, .. } = &err else { panic!("{err}") };
+/// assert_eq!(address.as_str(), "127.0.0.1:1");
+/// assert!(err.to_string().contains("127.0.0.1:1"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Address(Arc<str>);
+
+impl Address {
+    pub(crate) fn new(address: &str) -> Self {
+        Address(Arc::from(address))
+    }
+
+    /// The address as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }

@@ -67,7 +67,7 @@ impl Fallback {
             return Ok(self.answer(request).await);
         }
         match remote.await {
-            Err(error @ (StoreError::Unavailable { .. } | StoreError::TimedOut { .. })) => {
+            Err(error) if error.is_unreachable() => {
                 if self.trip() {
                     observe::breaker_opened(&error, self.open_for);
                 }

@@ -88,7 +88,7 @@ mod transport;
 
 pub use builder::RedisBackoffBuilder;
 pub use connection::fail_fast;
-pub use error::StoreError;
+pub use error::{Address, StoreError};
 pub use event::{Event, OpId};
 pub use fleet::FleetOutageAware;
 pub use stats::Stats;

@@ -155,6 +155,7 @@ fn result_label(result: &Result<Reply, StoreError>) -> &'static str {
         Ok(_) => "ok",
         Err(StoreError::Unavailable { .. }) => "unavailable",
         Err(StoreError::TimedOut { .. }) => "timed_out",
+        Err(StoreError::Protocol { .. }) => "protocol",
         Err(StoreError::Corrupt { .. }) => "corrupt",
         Err(StoreError::NotReplicated { .. }) => "not_replicated",
         Err(_) => "error",

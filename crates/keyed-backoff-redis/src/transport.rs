@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use redis::FromRedisValue;
 use redis::aio::ConnectionLike;
 
-use crate::error::StoreError;
+use crate::error::{Address, StoreError};
 use crate::observe;
 use crate::protocol::{Call, Reply, SCRIPT};
 
@@ -24,6 +25,8 @@ pub(crate) struct Replicas {
 #[derive(Clone)]
 pub(crate) struct Transport<C> {
     conn: C,
+    /// The server, as errors name it.
+    address: Address,
     timeout: Duration,
     replicas: Option<Replicas>,
     /// Whether Redis is unreachable now, as the latest calls found it;
@@ -32,9 +35,15 @@ pub(crate) struct Transport<C> {
 }
 
 impl<C> Transport<C> {
-    pub(crate) fn new(conn: C, timeout: Duration, replicas: Option<Replicas>) -> Self {
+    pub(crate) fn new(
+        conn: C,
+        address: Address,
+        timeout: Duration,
+        replicas: Option<Replicas>,
+    ) -> Self {
         Transport {
             conn,
+            address,
             timeout,
             replicas,
             unreachable: Arc::new(AtomicBool::new(false)),
@@ -45,10 +54,7 @@ impl<C> Transport<C> {
     /// again, once each, from the outcome of each call; returns whether
     /// the call's own error (if any) is part of such an outage.
     fn track<T>(&self, result: &Result<T, StoreError>) -> bool {
-        let down = matches!(
-            result,
-            Err(StoreError::Unavailable { .. } | StoreError::TimedOut { .. })
-        );
+        let down = matches!(result, Err(e) if e.is_unreachable());
         match result {
             // Anything but a failure to reach it is an answer from Redis.
             Err(error) if down => {
@@ -63,6 +69,11 @@ impl<C> Transport<C> {
             }
         }
         down
+    }
+
+    /// No answer within the operation's timeout.
+    pub(crate) fn timed_out(&self) -> StoreError {
+        StoreError::timed_out(&self.address, self.timeout)
     }
 
     /// The longest a call may take.
@@ -87,12 +98,12 @@ where
         let wait = self.replicas.filter(|_| call.op.may_write());
         let timer = observe::Timer::start();
         let result = match tokio::time::timeout(self.timeout, self.send(&call, wait)).await {
-            Ok(Ok((reply, acked))) => Self::check(key, &call, reply, wait, acked),
-            Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
-            Err(_) => Err(StoreError::TimedOut {
-                after: self.timeout,
-                source: None,
-            }),
+            Ok(Ok((reply, acked))) => match Reply::from_redis_value(reply) {
+                Ok(reply) => Self::check(key, &call, reply, wait, acked),
+                Err(e) => Err(StoreError::unreadable(key, e)),
+            },
+            Ok(Err(e)) => Err(StoreError::from_redis(&self.address, key, e, self.timeout)),
+            Err(_) => Err(self.timed_out()),
         };
         let outage = self.track(&result);
         observe::operation(call.op, key, &result, timer, outage);
@@ -109,15 +120,15 @@ where
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.clone();
-        let result =
-            match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn)).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(e)) => Err(StoreError::from_redis(key, e, self.timeout)),
-                Err(_) => Err(StoreError::TimedOut {
-                    after: self.timeout,
-                    source: None,
-                }),
-            };
+        // Read as a plain value first: a reply redis-rs cannot parse is
+        // then the server's fault, one it can parse but we cannot read is
+        // the key's.
+        let answer = invocation.invoke_async::<redis::Value>(&mut conn);
+        let result = match tokio::time::timeout(self.timeout, answer).await {
+            Ok(Ok(value)) => T::from_redis_value(value).map_err(|e| StoreError::unreadable(key, e)),
+            Ok(Err(e)) => Err(StoreError::from_redis(&self.address, key, e, self.timeout)),
+            Err(_) => Err(self.timed_out()),
+        };
         self.track(&result);
         result
     }
@@ -152,12 +163,13 @@ where
 
     /// Sends the script call, followed in the same round trip by `WAIT`
     /// when asked (its answer: the replicas that acknowledged); loads the
-    /// script once if the server does not know it.
+    /// script once if the server does not know it. The script's reply is
+    /// returned as redis-rs parsed it, for the caller to read.
     async fn send(
         &self,
         call: &Call<'_>,
         wait: Option<Replicas>,
-    ) -> redis::RedisResult<(Reply, Option<i64>)> {
+    ) -> redis::RedisResult<(redis::Value, Option<i64>)> {
         let mut conn = self.conn.clone();
         // EVALSHA built here rather than through `Script::prepare_invoke`,
         // which copies every argument twice.
@@ -184,7 +196,7 @@ where
             let result = match &request {
                 Request::Alone(cmd) => cmd.query_async(&mut conn).await.map(|r| (r, None)),
                 Request::ThenWait(pipe) => pipe
-                    .query_async::<(Reply, i64)>(&mut conn)
+                    .query_async::<(redis::Value, i64)>(&mut conn)
                     .await
                     .map(|(r, acked)| (r, Some(acked))),
             };

@@ -175,10 +175,7 @@ where
                 }
                 Ok(false) if Instant::now() < deadline => continue,
                 Ok(false) => {
-                    return Err(StoreError::TimedOut {
-                        after: self.transport.timeout(),
-                        source: None,
-                    });
+                    return Err(self.transport.timed_out());
                 }
                 Err(e) if unreachable(&e) => {
                     self.go_alone();
@@ -324,10 +321,7 @@ where
 
 /// Whether `e` says Redis could not be reached or did not answer.
 fn unreachable(e: &StoreError) -> bool {
-    matches!(
-        e,
-        StoreError::Unavailable { .. } | StoreError::TimedOut { .. }
-    )
+    e.is_unreachable()
 }
 
 fn nanos(d: Duration) -> u64 {
