@@ -356,7 +356,7 @@ where
         let gate = &self.shared.gate;
         self.shared
             .tally
-            .read(gate.outage(), gate.fallback_answers())
+            .read(gate.outage(), gate.local_answers())
     }
 
     /// The underlying keyed manager (with a

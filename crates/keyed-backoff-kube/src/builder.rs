@@ -236,7 +236,8 @@ where
     /// [`on_success`](ObjectBackoff::on_success) and
     /// [`reset`](ObjectBackoff::reset) answer from the fallback unless the
     /// store answers at once (a Redis store never does) and tell the store
-    /// in the background; [`remaining`](ObjectBackoff::remaining),
+    /// in the background ([`Stats::local_answers`](crate::Stats::local_answers)
+    /// counts those answers apart from the fallback's); [`remaining`](ObjectBackoff::remaining),
     /// [`attempts`](ObjectBackoff::attempts) and
     /// [`manager`](ObjectBackoff::manager) describe the fallback, and
     /// [`level`](ObjectBackoff::level) asks the store.

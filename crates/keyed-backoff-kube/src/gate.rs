@@ -13,7 +13,7 @@ use kube::runtime::reflector::Lookup;
 use crate::key::ObjectKey;
 use crate::manager::{ObjectManager, ready};
 use crate::shared::SharedGate;
-use crate::stats::OutageState;
+use crate::stats::{LocalAnswers, OutageState};
 
 /// The manager, with or without outage awareness around it, or a shared
 /// store over it.
@@ -120,11 +120,11 @@ where
         }
     }
 
-    /// The answers a shared store's fallback gave in its place.
-    pub(crate) fn fallback_answers(&self) -> u64 {
+    /// The answers a shared store's fallback gave in its place, by why.
+    pub(crate) fn local_answers(&self) -> LocalAnswers {
         match self {
-            ObjectGate::Shared(s) => s.fallback_answers(),
-            _ => 0,
+            ObjectGate::Shared(s) => s.local_answers(),
+            _ => LocalAnswers::default(),
         }
     }
 

@@ -102,9 +102,16 @@ where
             write(
                 &mut encoder,
                 "keyed_backoff_fallback_answers",
-                "Answers the local fallback gave in place of the shared store.",
+                "Answers the local fallback gave because the shared store could not answer.",
                 controller,
                 &ConstCounter::new(c.fallback_answers),
+            )?;
+            write(
+                &mut encoder,
+                "keyed_backoff_local_answers",
+                "Answers the local fallback gave to synchronous calls that could not wait for the shared store (told to it in the background).",
+                controller,
+                &ConstCounter::new(c.local_answers),
             )?;
         }
         if !self.backoff.outage_aware() {
@@ -155,7 +162,8 @@ where
     /// | `keyed_backoff_outages_total` | counter | `controller` | outages declared (with [`outage`](crate::ObjectBackoffBuilder::outage) on) |
     /// | `keyed_backoff_outage_active` | gauge | `controller` | 1 during an outage (with `outage` on) |
     /// | `keyed_backoff_outage_parked_objects` | gauge | `controller` | objects parked now (with `outage` on) |
-    /// | `keyed_backoff_fallback_answers_total` | counter | `controller` | answers the local fallback gave in place of a [`shared`](crate::ObjectBackoffBuilder::shared) store (with one) |
+    /// | `keyed_backoff_fallback_answers_total` | counter | `controller` | answers the local fallback gave because a [`shared`](crate::ObjectBackoffBuilder::shared) store could not answer (with one) |
+    /// | `keyed_backoff_local_answers_total` | counter | `controller` | answers the local fallback gave to synchronous calls that could not wait for a healthy shared store (with one) |
     ///
     /// The first three carry controller-runtime's names and labels, so its
     /// dashboards and alerts apply.

@@ -18,7 +18,7 @@ use kube::runtime::reflector::Lookup;
 use crate::key::ObjectKey;
 use crate::manager::{ObjectManager, ready};
 use crate::observe;
-use crate::stats::Count;
+use crate::stats::{Count, LocalAnswers};
 
 /// Why the store could not answer.
 type StoreError = Box<dyn std::error::Error + Send + Sync>;
@@ -85,7 +85,10 @@ impl fmt::Debug for SharedStore {
 pub(crate) struct SharedGate<K: Lookup> {
     store: Arc<dyn Store>,
     local: Arc<ObjectManager<K>>,
+    /// Answers given because the store could not answer.
     fallbacks: Count,
+    /// Answers given because a synchronous call could not wait.
+    not_at_once: Count,
     /// Whether the last call the store was asked failed, so that an
     /// unreachable store is reported once, and again once it answers.
     unreachable: AtomicBool,
@@ -101,6 +104,7 @@ where
             store: store.0,
             local,
             fallbacks: Count::default(),
+            not_at_once: Count::default(),
             unreachable: AtomicBool::new(false),
         }
     }
@@ -110,9 +114,12 @@ where
         &self.local
     }
 
-    /// The answers the fallback gave in the store's place.
-    pub(crate) fn fallback_answers(&self) -> u64 {
-        self.fallbacks.get()
+    /// The answers the fallback gave in the store's place, by why.
+    pub(crate) fn local_answers(&self) -> LocalAnswers {
+        LocalAnswers {
+            fallback: self.fallbacks.get(),
+            not_at_once: self.not_at_once.get(),
+        }
     }
 
     /// The store's answer, or the fallback's when it fails.
@@ -162,7 +169,7 @@ where
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     runtime.spawn(answer.map(drop));
                 }
-                self.fallbacks.add_one();
+                self.not_at_once.add_one();
                 observe::fallback_not_at_once(key, call);
                 local()
             }

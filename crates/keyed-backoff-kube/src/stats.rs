@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// use keyed_backoff_kube::Stats;
 /// let c = Stats::default();
 /// assert_eq!(c.failures + c.refusals + c.successes + c.skips + c.panics, 0);
+/// assert_eq!(c.fallback_answers + c.local_answers, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,11 +36,17 @@ pub struct Stats {
     pub parked: usize,
     /// Outages declared so far.
     pub outages: u64,
-    /// Answers the local fallback gave in place of a
-    /// [`shared`](crate::ObjectBackoffBuilder::shared) store: the store
-    /// was unreachable, or a synchronous call (such as
-    /// [`on_error`](crate::ObjectBackoff::on_error)) could not wait for it.
+    /// Answers the local fallback gave because a
+    /// [`shared`](crate::ObjectBackoffBuilder::shared) store could not
+    /// answer (unreachable, timed out, or another error): decisions this
+    /// process made alone. Zero while the store is healthy.
     pub fallback_answers: u64,
+    /// Answers the local fallback gave to a synchronous call (such as
+    /// [`on_error`](crate::ObjectBackoff::on_error)) that could not wait
+    /// for a healthy [`shared`](crate::ObjectBackoffBuilder::shared)
+    /// store: the store hears of the outcome in the background. Normal
+    /// with a hand-written error policy; not a sign of trouble.
+    pub local_answers: u64,
 }
 
 /// One total, bumped from any thread.
@@ -68,7 +75,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// The totals now, with the outage wrapper's state when there is one.
-    pub(crate) fn read(&self, outage: Option<OutageState>, fallback_answers: u64) -> Stats {
+    pub(crate) fn read(&self, outage: Option<OutageState>, answers: LocalAnswers) -> Stats {
         let manager = outage.unwrap_or_default();
         Stats {
             failures: self.failures.get(),
@@ -79,9 +86,19 @@ impl Tally {
             in_outage: manager.in_outage,
             parked: manager.parked,
             outages: manager.outages,
-            fallback_answers,
+            fallback_answers: answers.fallback,
+            local_answers: answers.not_at_once,
         }
     }
+}
+
+/// What a shared store's local fallback answered, by why.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LocalAnswers {
+    /// The store could not answer.
+    pub(crate) fallback: u64,
+    /// A synchronous call could not wait for the store.
+    pub(crate) not_at_once: u64,
 }
 
 /// What the outage wrapper reports, for [`Stats`](crate::Stats).
