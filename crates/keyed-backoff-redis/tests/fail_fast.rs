@@ -2,6 +2,12 @@
 //! is `Unavailable` at once (the operation did not run), never `TimedOut`;
 //! a server that stops answering stays `TimedOut` (outcome unknown). The
 //! store is the README's quick start, on the test's own redis-server.
+//!
+//! "At once" is judged by what the store decided, not by a stopwatch: with
+//! an operation timeout of 30 s, far beyond anything a refused connection
+//! takes however busy the machine, an operation that waited out its timeout
+//! would be `TimedOut`, so `Unavailable` says it failed before it. How long
+//! each call took is printed.
 
 use std::time::{Duration, Instant};
 
@@ -12,10 +18,18 @@ use keyed_backoff_testkit::redis_server::{Server, free_port};
 
 mod common;
 
-/// The README's quick start, on `url`.
-async fn quick_start(url: &str) -> Result<RedisBackoff<ConnectionManager>, StoreError> {
+/// An operation timeout that no refused connection comes near.
+const LONG: Duration = Duration::from_secs(30);
+
+/// The README's quick start, on `url`, its operations timing out after
+/// `timeout` (the README keeps the default, 250 ms).
+async fn quick_start(
+    url: &str,
+    timeout: Duration,
+) -> Result<RedisBackoff<ConnectionManager>, StoreError> {
     let backoff = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
         .prefix("payments")
+        .timeout(timeout)
         .open(url)
         .await
         .expect("valid settings and URL");
@@ -44,11 +58,11 @@ fn slowest(seen: &[(StoreError, Duration)]) -> Duration {
 }
 
 #[test]
-fn the_quick_start_against_a_closed_port_is_unavailable_within_250_ms() {
+fn the_quick_start_against_a_closed_port_is_unavailable_not_timed_out() {
     let url = format!("redis://127.0.0.1:{}/", free_port());
     runtime().block_on(async {
         let started = Instant::now();
-        let err = quick_start(&url).await.unwrap_err();
+        let err = quick_start(&url, LONG).await.unwrap_err();
         let took = started.elapsed();
         eprintln!("closed port: {err} after {took:?}");
         assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
@@ -59,7 +73,6 @@ fn the_quick_start_against_a_closed_port_is_unavailable_within_250_ms() {
             cause.is_some_and(redis::RedisError::is_connection_refusal),
             "{cause:?}"
         );
-        assert!(took < Duration::from_millis(250), "took {took:?}");
     });
 }
 
@@ -70,11 +83,15 @@ fn a_killed_server_is_unavailable_until_it_is_back_never_timed_out() {
         return;
     }
     runtime().block_on(async {
-        let store = quick_start(&server.url).await.unwrap();
+        let store = quick_start(&server.url, LONG).await.unwrap();
         server.stop();
         let stopped = Instant::now();
-        // Calls for a second of outage: each one refused at once.
-        let down = failures(&store, |_| stopped.elapsed() >= Duration::from_secs(1)).await;
+        // Calls for a second of outage, and at least 20 of them however
+        // slow the machine: each one refused at once.
+        let down = failures(&store, |calls| {
+            calls >= 20 && stopped.elapsed() >= Duration::from_secs(1)
+        })
+        .await;
         server.restart();
         // Back: the first call may still find the old connection gone.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -99,9 +116,7 @@ fn a_killed_server_is_unavailable_until_it_is_back_never_timed_out() {
                 matches!(err, StoreError::Unavailable { .. }),
                 "{err} after {took:?}"
             );
-            assert!(*took < Duration::from_millis(250), "{err} after {took:?}");
         }
-        assert!(down.len() >= 10, "{} calls", down.len());
         // A restarted server keeps nothing: the entry starts over.
         assert_eq!(attempts, 0);
     });
@@ -114,7 +129,9 @@ fn a_paused_server_stays_outcome_unknown_until_it_answers() {
         return;
     }
     runtime().block_on(async {
-        let store = quick_start(&server.url).await.unwrap();
+        let store = quick_start(&server.url, Duration::from_millis(250))
+            .await
+            .unwrap();
         server.pause();
         let stalled = failures(&store, |calls| calls == 3).await;
         server.resume();
@@ -144,30 +161,28 @@ fn with_the_fail_fast_setup_a_dead_server_is_unavailable_not_timed_out() {
     let url = server.url.clone();
     let rt = runtime();
     rt.block_on(async {
-        let timeout = Duration::from_millis(300);
         let client = redis::Client::open(url.as_str()).unwrap();
-        let conn =
-            ConnectionManager::new_with_config(client, keyed_backoff_redis::fail_fast(timeout))
-                .await
-                .unwrap();
+        let conn = ConnectionManager::new_with_config(client, keyed_backoff_redis::fail_fast(LONG))
+            .await
+            .unwrap();
         let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
             .prefix(prefix("failfast"))
-            .timeout(timeout)
+            .timeout(LONG)
             .build(conn)
             .unwrap();
         store.next("k", Event::now()).await.unwrap();
         server.stop();
-        // Each operation fails within its timeout, as "did not run".
+        // Each operation fails as "did not run", without waiting out its
+        // timeout (that would be `TimedOut`).
         for _ in 0..3 {
             let started = Instant::now();
             let err = store.next("k", Event::now()).await.unwrap_err();
-            assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
-            assert!(!err.outcome_unknown());
-            assert!(
-                started.elapsed() <= timeout + Duration::from_millis(200),
-                "{:?}",
+            eprintln!(
+                "dead server, fail_fast setup: {err} after {:?}",
                 started.elapsed()
             );
+            assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+            assert!(!err.outcome_unknown());
         }
     });
 }
