@@ -65,9 +65,11 @@ fn a_paused_server_times_out_and_then_answers_again() {
         let err = store.next("k", Event::now()).await.unwrap_err();
         let took = started.elapsed();
         server.resume();
+        eprintln!("paused server: {err} after {took:?}");
+        // A timeout ended the call: the store does not wait for a server
+        // that does not answer.
         assert!(matches!(err, StoreError::TimedOut { .. }), "{err}");
         assert!(err.outcome_unknown());
-        assert!(took < Duration::from_secs(2), "took {took:?}");
         // The stalled script ran once the server woke, or not at all: either
         // way the store answers again and the key moved at most once more.
         let attempts = until_ok(|| store.attempts("k")).await;
@@ -92,11 +94,15 @@ fn redis_down_at_start_is_an_error_not_a_hang() {
                 .await
                 .is_err()
         );
-        // …and a lazy connection makes every operation fail within its timeout.
+        // …and a lazy connection makes every operation fail, by its
+        // timeout at the latest. A hang fails the test after 30 s, however
+        // busy the machine.
         let conn = ConnectionManager::new_lazy_with_config(client, fast_manager_config()).unwrap();
         let store = store_on(conn, "down");
-        let started = Instant::now();
-        let err = store.next("k", Event::now()).await.unwrap_err();
+        let err = tokio::time::timeout(Duration::from_secs(30), store.next("k", Event::now()))
+            .await
+            .expect("the operation hung")
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -104,7 +110,69 @@ fn redis_down_at_start_is_an_error_not_a_hang() {
             ),
             "{err}"
         );
-        assert!(started.elapsed() < Duration::from_secs(2));
+    });
+}
+
+/// A store on `server` under `prefix` with the opt-in fallback, its
+/// breaker open for `open_for` after Redis fails to answer in 200 ms.
+async fn with_fallback(
+    server: &Server,
+    prefix: &str,
+    open_for: Duration,
+) -> RedisBackoff<ConnectionManager> {
+    RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .prefix(prefix)
+        .timeout(Duration::from_millis(200))
+        .fallback(open_for)
+        .build(connect(&server.url).await)
+        .unwrap()
+}
+
+/// While the breaker is open the fallback answers without asking Redis.
+/// The breaker stays open for a minute, longer than any pause of a busy
+/// machine between two calls, so the second call is made while it is
+/// open; that it did not reach Redis is read in Redis once it answers
+/// again (a script sent to the paused server would run then).
+#[test]
+fn an_open_breaker_answers_in_process_without_asking_redis() {
+    let server = Server::start();
+    if !server.owned() {
+        return;
+    }
+    let rt = runtime();
+    rt.block_on(async {
+        let prefix = prefix("fallback-open");
+        let store = with_fallback(&server, &prefix, Duration::from_secs(60)).await;
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(1)
+        );
+        server.pause();
+        // Redis does not answer: the call times out, the breaker opens and
+        // the local manager answers, with a real backoff (never zero)…
+        let first = store.next("k", Event::now()).await.unwrap();
+        assert_eq!(
+            first,
+            Duration::from_secs(1),
+            "the local ladder starts afresh"
+        );
+        // …and keeps answering while the breaker is open.
+        assert_eq!(
+            store.next("k", Event::now()).await.unwrap(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(store.stats().fallback_answers, 2);
+        server.resume();
+        // Redis holds the first advance, and at most the one script the
+        // timed-out call left behind: the open breaker sent it nothing.
+        let observer = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
+            .prefix(prefix)
+            .timeout(Duration::from_secs(10))
+            .build(connect(&server.url).await)
+            .unwrap();
+        let attempts = until_ok(|| observer.attempts("k")).await;
+        assert!((1..=2).contains(&attempts), "{attempts}");
+        assert_eq!(store.stats().fallback_answers, 2);
     });
 }
 
@@ -116,12 +184,7 @@ fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
     }
     let rt = runtime();
     rt.block_on(async {
-        let store = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
-            .prefix(prefix("fallback"))
-            .timeout(Duration::from_millis(200))
-            .fallback(Duration::from_millis(300))
-            .build(connect(&server.url).await)
-            .unwrap();
+        let store = with_fallback(&server, &prefix("fallback"), Duration::from_millis(300)).await;
         assert_eq!(
             store.next("k", Event::now()).await.unwrap(),
             Duration::from_secs(1)
@@ -129,23 +192,14 @@ fn the_opt_in_fallback_answers_while_redis_is_down_then_hands_back() {
         assert_eq!(store.stats().fallback_answers, 0);
         server.pause();
         // Redis does not answer: the local manager does, with a real backoff
-        // (never zero), and keeps answering while the breaker is open.
+        // (never zero).
         let first = store.next("k", Event::now()).await.unwrap();
         assert_eq!(
             first,
             Duration::from_secs(1),
             "the local ladder starts afresh"
         );
-        let started = Instant::now();
-        assert_eq!(
-            store.next("k", Event::now()).await.unwrap(),
-            Duration::from_secs(2)
-        );
-        assert!(
-            started.elapsed() < Duration::from_millis(100),
-            "no wait on Redis while open"
-        );
-        assert_eq!(store.stats().fallback_answers, 2);
+        assert_eq!(store.stats().fallback_answers, 1);
         server.resume();
         // Once the breaker closes, Redis answers again: its entry moved at
         // most once while paused (the timed-out script may have run).
