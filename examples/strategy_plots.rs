@@ -2,7 +2,7 @@
 //! steady-state distribution of AWS decorrelated jitter against the bounded
 //! variant, as SVG files for `docs/strategies.md`.
 //!
-//! Run: `cargo run --release --example strategy_plots -- docs/plots`
+//! Run: `cargo run --release -p keyed-backoff-examples --features plots --example strategy_plots -- docs/plots`
 
 use std::time::Duration;
 
