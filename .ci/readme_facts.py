@@ -10,6 +10,10 @@ For each publishable member of the workspace, its README.md must
   test-only ones in INTERNAL), each in backticks, on a line of a features
   table (`| `name` ...`) or on a line that says "feature".
 
+And the root README must give a `cargo run ... --example NAME` command
+for every example of the workspace's example packages (those under
+`examples/`); `.ci/doc_refs.py` checks that each command resolves.
+
 Usage: python3 .ci/readme_facts.py   (from anywhere)
 """
 
@@ -61,10 +65,23 @@ def main():
                 continue
             if not named(text, feature):
                 errors.append(f"{page}: does not list {pkg['name']}'s feature `{feature}`")
+    root = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    run = set(re.findall(r"cargo run\b[^`\n]*--example\s+([\w-]+)", root))
+    examples = 0
+    for pkg in meta["packages"]:
+        if not os.path.relpath(pkg["manifest_path"], ROOT).startswith("examples/"):
+            continue
+        for target in pkg["targets"]:
+            if "example" in target["kind"]:
+                examples += 1
+                if target["name"] not in run:
+                    errors.append(f"README.md: no `cargo run` command for the example "
+                                  f"{target['name']} ({pkg['name']})")
     if errors:
         print("\n".join(errors))
         sys.exit(1)
-    print(f"{checked} published crates' READMEs state their MSRV and list their features")
+    print(f"{checked} published crates' READMEs state their MSRV and list their features; "
+          f"the root README runs all {examples} examples")
 
 
 if __name__ == "__main__":
