@@ -129,9 +129,18 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
         "CrashLoopBackOff: initial 10 s, doubling to 300 s, reset after {} s healthy",
         RESET_WINDOW.as_secs()
     );
+    let count = |kind: Kind| containers.iter().filter(|c| c.kind == kind).count();
     println!(
-        "{CONTAINERS} containers; timeline of three of them (crash-looping, flaky, deleted pod):\n"
+        "{CONTAINERS} containers: {} healthy, {} crash-looping, {} flaky (4 crashes, then 15 min healthy), {} in pods deleted at 8 min",
+        count(Kind::Healthy),
+        count(Kind::CrashLooping),
+        count(Kind::Flaky),
+        count(Kind::Deleted)
     );
+    println!(
+        "A container has a backoff entry from its first exit until GC forgets it (its pod deleted, or 10 min healthy): healthy containers never have one."
+    );
+    println!("Timeline of three of them (crash-looping, flaky, deleted pod):\n");
     for c in containers.iter().filter(|c| c.featured) {
         println!("  {:<13} {}", format!("{:?}", c.kind), c.key);
     }
@@ -262,7 +271,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
                 .filter(|c| matches!(c.state, State::Exited { at, .. } if backoff.is_in_backoff_since(&c.key, at)))
                 .count();
             println!(
-                "[{}] -- {} entries, {waiting} containers waiting in CrashLoopBackOff, {total_restarts} restarts so far",
+                "[{}] -- {} entries (containers that have exited, not yet forgotten), {waiting} containers waiting in CrashLoopBackOff, {total_restarts} restarts so far",
                 elapsed(now),
                 backoff.len()
             );
