@@ -1,7 +1,8 @@
 //! The fleet's outage state in Redis, within one process: a replica learns
 //! of an outage another declared (at once on its first call, within 100 ms
 //! of claims after that), the probes of a step are the fleet's, a
-//! state that is not ours is an error left untouched, and a Redis that
+//! state that is not ours is left untouched while each key keeps its own
+//! backoff, and a Redis that
 //! lost the state in a restart gets it back from a replica that kept it.
 //! (`fleet_outage.rs` runs the fleet as four processes.)
 
@@ -89,24 +90,40 @@ fn a_replica_that_only_claims_reads_the_phase_every_100_ms() {
     });
 }
 
+/// A value at the fleet's state key that is not ours (junk text, a state
+/// of ours damaged, a value of another type) is left as it was, and never
+/// stops a key's own backoff: the replica goes on alone, as when Redis is
+/// unreachable.
 #[test]
-fn a_state_that_is_not_ours_is_an_error_and_left_as_it_was() {
+fn a_state_that_is_not_ours_is_left_as_it_was_and_keys_keep_their_own_backoff() {
     let server = common::shared();
     runtime().block_on(async {
         let clock = MockClock::new();
-        for (name, found) in [("foreign", "not ours"), ("damaged", "7 1 0 0 0 0 - X 0")] {
+        let foreign: [(&str, &[&str]); 3] = [
+            ("foreign", &["SET", "not ours"]),
+            ("damaged", &["SET", "7 1 0 0 0 0 - X 0"]),
+            ("wrong-type", &["RPUSH", "a", "list"]),
+        ];
+        for (name, write) in foreign {
             let gate = replica(&server.url, &prefix(name), &clock).await;
             let state = gate.redis_keys()[0].to_string();
-            let _: () = server.command(&["SET", &state, found]).unwrap();
-            match gate.claim(&"k".to_string()).await {
-                Err(StoreError::Corrupt { key, detail, .. }) => {
-                    assert_eq!(key, state);
-                    assert!(detail.contains("outage state"), "{detail}");
-                }
-                other => panic!("{name}: {other:?}"),
-            }
-            let kept: String = server.command(&["GET", &state]).unwrap();
-            assert_eq!(kept, found);
+            let [command, values @ ..] = write else {
+                unreachable!()
+            };
+            let mut args = vec![*command, state.as_str()];
+            args.extend_from_slice(values);
+            let _: Value = server.command(&args).unwrap();
+            let key = "k".to_string();
+            assert_eq!(gate.claim(&key).await.unwrap(), None, "{name}");
+            let level = gate.fail(&key).await.unwrap().expect(name);
+            assert_eq!((level.backoff, level.attempts), (Duration::from_secs(1), 1));
+            assert_eq!(gate.claim(&key).await.unwrap(), Some(Duration::from_secs(1)));
+            assert!(gate.alone(), "{name}: the replica goes on alone");
+            let kept: Vec<String> = match *command {
+                "SET" => vec![server.command(&["GET", &state]).unwrap()],
+                _ => server.command(&["LRANGE", &state, "0", "-1"]).unwrap(),
+            };
+            assert_eq!(kept, values, "{name}");
         }
     });
 }

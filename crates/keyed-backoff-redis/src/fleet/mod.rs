@@ -1,6 +1,7 @@
 //! [`FleetOutageAware`]: the core's outage awareness over the store, with
 //! the outage's state shared by every replica through Redis.
 
+mod batch;
 mod shared;
 
 use std::fmt;
@@ -42,7 +43,10 @@ const REFRESH: Duration = Duration::from_millis(100);
 /// - **During an outage and its release** every claim, failure and
 ///   success loads the state and the key's parked entry (one script call)
 ///   and stores what changed (one more, retried on a conflict within the
-///   store's [`timeout`](crate::RedisBackoffBuilder::timeout)). A claim,
+///   store's [`timeout`](crate::RedisBackoffBuilder::timeout)). Calls made
+///   while one is under way are decided together when it is done, on one
+///   load and one store: keys asking at once do not contend for the
+///   state, only replicas do. A claim,
 ///   wait or failure first reads the key's own wait and level from the
 ///   store, together (one call): a parked key's claim or wait costs two
 ///   round trips, its failure three.
@@ -52,7 +56,10 @@ const REFRESH: Duration = Duration::from_millis(100);
 ///   that never saw an outage detects one alone. It asks Redis again a
 ///   second later; when Redis answers it rejoins the fleet's state (or,
 ///   when Redis lost it in a restart, writes the outage it was going on
-///   with). Alone, the bounds hold per replica, not per fleet.
+///   with). Alone, the bounds hold per replica, not per fleet. So it does
+///   while Redis holds a state that is not ours at the outage's key
+///   (reported once, left as it was): a foreign value never stops a key's
+///   own backoff.
 ///
 /// The replicas must use the same prefix, the same settings and the same
 /// version of this crate; the seed that places the keys' slots defaults
@@ -170,8 +177,8 @@ where
         self.shared.seen.lock().view.outages
     }
 
-    /// Whether this replica is going on alone now, Redis being
-    /// unreachable.
+    /// Whether this replica is going on alone now: Redis is unreachable,
+    /// or holds an outage state that is not ours.
     pub fn alone(&self) -> bool {
         self.shared.alone()
     }

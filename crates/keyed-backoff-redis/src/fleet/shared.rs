@@ -2,11 +2,20 @@
 //! loads the state and the key's parked entry (one script call), decides
 //! by the core's rules, and stores what changed with a compare-and-set on
 //! the state's version (one script call; loaded again on a conflict, within
-//! the operation's timeout). While Redis cannot be reached the replica
-//! goes on alone, on its copy of the last state it saw.
+//! the operation's timeout). The steps this replica's callers ask for
+//! while one is under way are decided together, on one load, and stored
+//! in one compare-and-set ([`batch`](super::batch)): every key asking at
+//! once costs a few round trips, and the replicas contend for the state,
+//! not their keys.
+//!
+//! While Redis cannot be reached the replica goes on alone, on its copy of
+//! the last state it saw; so it does while the state Redis holds is not
+//! ours (reported once, left untouched): a foreign value never stops a
+//! key's own backoff.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use keyed_backoff::__private::{EntryChange, FleetAsk, FleetRules, FleetStep, FleetView};
@@ -15,7 +24,9 @@ use parking_lot::Mutex;
 use redis::Script;
 use redis::aio::ConnectionLike;
 
+use super::batch::{Batches, Told};
 use crate::error::StoreError;
+use crate::observe;
 use crate::protocol::TimeSource;
 use crate::transport::Transport;
 
@@ -33,7 +44,8 @@ const ALONE_FOR: Duration = Duration::from_secs(1);
 struct Loaded {
     version: u64,
     state: Option<String>,
-    entry: Option<String>,
+    /// The parked entries of the keys asked about, in order.
+    entries: Vec<Option<String>>,
     /// Redis `TIME`, in nanoseconds since the Unix epoch.
     redis_now: u64,
 }
@@ -60,6 +72,21 @@ pub(crate) struct Shared<C> {
     epoch: Instant,
     keys: [String; 2],
     pub(crate) seen: Mutex<Seen>,
+    /// The steps asked for while one is under way.
+    batches: Batches<Ask, Result<FleetStep, StoreError>>,
+    /// Whether the state Redis holds was found not ours (reported once,
+    /// until a state of ours is read again).
+    foreign: AtomicBool,
+}
+
+/// One step a caller asks for.
+#[derive(Clone, Copy)]
+struct Ask {
+    hash: u64,
+    ask: FleetAsk,
+    level: Option<Advanced>,
+    /// When the caller's operation times out.
+    deadline: Instant,
 }
 
 impl<C> Shared<C>
@@ -81,6 +108,8 @@ where
                 alone_until: None,
                 entries: HashMap::new(),
             }),
+            batches: Batches::new(),
+            foreign: AtomicBool::new(false),
         }
     }
 
@@ -110,14 +139,12 @@ where
     /// it holds now.
     pub(crate) async fn check(&self, rules: &FleetRules) -> Result<FleetView, StoreError> {
         if !self.alone() {
-            match self.load(None).await {
-                Ok(loaded) => {
-                    let state = self.adopted(&loaded);
-                    let view = rules.view(state.as_deref()).map_err(|d| self.corrupt(d))?;
+            match self.load_read(rules, &[]).await {
+                Ok((loaded, state, view)) => {
                     self.saw(state, view, &loaded);
                     return Ok(view);
                 }
-                Err(e) if unreachable(&e) => self.go_alone(),
+                Err(e) if self.alone_after(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -127,8 +154,10 @@ where
     }
 
     /// Decides `ask` for the key with `hash` on the fleet's state (alone on
-    /// this replica's copy while Redis cannot be reached), stores what
-    /// changed and tells operators of a change of state.
+    /// this replica's copy while Redis cannot be reached, or holds a state
+    /// that is not ours), stores what changed and tells operators of a
+    /// change of state. Asked while another step is under way, it is
+    /// decided in the next batch.
     pub(crate) async fn step(
         &self,
         rules: &FleetRules,
@@ -136,59 +165,124 @@ where
         ask: FleetAsk,
         level: Option<Advanced>,
     ) -> Result<FleetStep, StoreError> {
-        let field = format!("{hash:016x}");
         let deadline = Instant::now() + self.transport.timeout();
-        while !self.alone() {
-            let loaded = match self.load(Some(&field)).await {
-                Ok(loaded) => loaded,
-                Err(e) if unreachable(&e) => {
-                    self.go_alone();
+        let asked = Ask {
+            hash,
+            ask,
+            level,
+            deadline,
+        };
+        loop {
+            let (answer, leader) = self.batches.join(asked);
+            if let Some(mut leader) = leader {
+                while let Some(batch) = leader.next() {
+                    let (asks, answers): (Vec<Ask>, Vec<_>) = batch.into_iter().unzip();
+                    let steps = self.decide(rules, &asks).await;
+                    for (tx, step) in answers.into_iter().zip(steps) {
+                        let _ = tx.send(Told::Answer(step));
+                    }
+                }
+            }
+            match answer.await {
+                Ok(Told::Answer(step)) => return step,
+                // The leader is gone: ask again (and lead if nobody does).
+                Ok(Told::Lead) | Err(_) => continue,
+            }
+        }
+    }
+
+    /// Decides a batch of `asks` in order on one load of the state and
+    /// their entries, and stores what changed in one compare-and-set
+    /// (loaded and decided again on a conflict; a step whose caller's
+    /// timeout has passed meanwhile fails with `TimedOut`).
+    async fn decide(
+        &self,
+        rules: &FleetRules,
+        asks: &[Ask],
+    ) -> Vec<Result<FleetStep, StoreError>> {
+        let mut out: Vec<Option<Result<FleetStep, StoreError>>> = vec![None; asks.len()];
+        let mut open: Vec<usize> = (0..asks.len()).collect();
+        while !open.is_empty() && !self.alone() {
+            let fields: Vec<String> = open.iter().map(|&i| field(asks[i].hash)).collect();
+            let (loaded, state, view) = match self.load_read(rules, &fields).await {
+                Ok(read) => read,
+                Err(e) if self.alone_after(&e) => break,
+                Err(e) => {
+                    open.iter().for_each(|&i| out[i] = Some(Err(e.clone())));
+                    open.clear();
                     break;
                 }
-                Err(e) => return Err(e),
             };
             let at = self.fleet_now(&loaded);
-            let state = self.adopted(&loaded);
-            let step = rules
-                .step(
-                    state.as_deref(),
-                    loaded.entry.as_deref(),
-                    hash,
-                    at,
-                    ask,
-                    level,
-                )
-                .map_err(|d| self.corrupt(d))?;
-            if step.state.is_none() && step.entry == EntryChange::Keep && state == loaded.state {
-                self.saw(state, step.view, &loaded);
-                return Ok(step);
+            let keys = open.iter().map(|&i| asks[i].hash).collect();
+            let mut batch = Batch::new(state, view, &loaded, keys);
+            for &i in &open {
+                let a = &asks[i];
+                let entry = batch.entry(a.hash);
+                out[i] = Some(
+                    rules
+                        .step(batch.state.as_deref(), entry.as_deref(), a.hash, at, a.ask, a.level)
+                        .map(|step| batch.apply(a.hash, step))
+                        .map_err(|d| self.corrupt(d)),
+                );
             }
-            // A change always writes a state (a parked key is counted in it).
-            let Some(written) = step.state.clone().or(state) else {
-                return Ok(step);
+            let Some(written) = batch.to_write(&loaded) else {
+                self.saw(batch.state, batch.view, &loaded);
+                open.clear();
+                break;
             };
-            match self.store(&loaded, &written, &field, &step).await {
+            match self.store(&loaded, &written, &batch).await {
                 Ok(true) => {
-                    self.saw(Some(written), step.view, &loaded);
-                    step.report();
-                    return Ok(step);
+                    self.saw(Some(written), batch.view, &loaded);
+                    for &i in &open {
+                        if let Some(Ok(step)) = &out[i] {
+                            step.report();
+                        }
+                    }
+                    open.clear();
                 }
-                Ok(false) if Instant::now() < deadline => continue,
                 Ok(false) => {
-                    return Err(self.transport.timed_out());
+                    // Another replica wrote first: decided again, on what
+                    // it wrote, for the callers still within their time.
+                    let now = Instant::now();
+                    open.retain(|&i| {
+                        let late = now >= asks[i].deadline;
+                        out[i] = late.then(|| Err(self.transport.timed_out()));
+                        !late
+                    });
                 }
-                Err(e) if unreachable(&e) => {
-                    self.go_alone();
-                    break;
+                Err(e) if self.alone_after(&e) => break,
+                Err(e) => {
+                    open.iter().for_each(|&i| out[i] = Some(Err(e.clone())));
+                    open.clear();
                 }
-                Err(e) => return Err(e),
             }
         }
         // Alone, already or from now: the period alone starts when Redis
         // failed to answer, never again at a call made while alone (calls
         // more often than the period would keep a busy replica from ever
         // asking Redis again).
-        Ok(self.step_alone(rules, hash, ask, level))
+        for i in open {
+            let a = &asks[i];
+            out[i] = Some(Ok(self.step_alone(rules, a.hash, a.ask, a.level)));
+        }
+        out.into_iter().map(|step| step.expect("every step decided")).collect()
+    }
+
+    /// Whether the replica goes on alone after `e`: Redis could not be
+    /// reached, or holds an outage state that is not ours (reported once).
+    fn alone_after(&self, e: &StoreError) -> bool {
+        match e {
+            e if e.is_unreachable() => {}
+            StoreError::Corrupt { .. } => {
+                if !self.foreign.swap(true, Ordering::Relaxed) {
+                    observe::foreign_outage_state(e);
+                }
+            }
+            _ => return false,
+        }
+        self.go_alone();
+        true
     }
 
     /// The step on this replica's copy.
@@ -259,53 +353,66 @@ where
         }
     }
 
-    async fn load(&self, field: Option<&str>) -> Result<Loaded, StoreError> {
+    /// Loads the state and the entries at `fields`, and reads the state:
+    /// the state to decide on ([`adopted`](Self::adopted)) and its view.
+    /// A state that is not ours is [`StoreError::Corrupt`].
+    async fn load_read(
+        &self,
+        rules: &FleetRules,
+        fields: &[String],
+    ) -> Result<(Loaded, Option<String>, FleetView), StoreError> {
+        let loaded = self.load(fields).await?;
+        let state = self.adopted(&loaded);
+        let view = rules.view(state.as_deref()).map_err(|d| self.corrupt(d))?;
+        if self.foreign.swap(false, Ordering::Relaxed) {
+            observe::outage_state_ours_again();
+        }
+        Ok((loaded, state, view))
+    }
+
+    async fn load(&self, fields: &[String]) -> Result<Loaded, StoreError> {
         let mut invocation = SCRIPT.key(&self.keys[0]);
-        invocation
-            .key(&self.keys[1])
-            .arg("load")
-            .arg(field.unwrap_or(""));
-        type Reply = (i64, Option<String>, Option<String>, u64, u64);
-        let (version, state, entry, secs, micros): Reply =
+        invocation.key(&self.keys[1]).arg("load").arg(fields);
+        type Reply = (i64, Option<String>, Vec<Option<String>>, u64, u64);
+        let (version, state, entries, secs, micros): Reply =
             self.transport.invoke(&self.keys[0], &invocation).await?;
         let Ok(version) = u64::try_from(version) else {
             let found = state.unwrap_or_default();
             return Err(self.corrupt(format!("the outage state is not ours: {found:?}")));
         };
+        if entries.len() != fields.len() {
+            return Err(self.corrupt(format!(
+                "{} parked entries answered for {} asked",
+                entries.len(),
+                fields.len()
+            )));
+        }
         Ok(Loaded {
             version,
             state,
-            entry,
+            entries,
             redis_now: secs
                 .saturating_mul(1_000_000_000)
                 .saturating_add(micros.saturating_mul(1_000)),
         })
     }
 
-    /// Writes `state` and the key's entry unless the version moved since
-    /// `loaded`; whether it did.
-    async fn store(
-        &self,
-        loaded: &Loaded,
-        state: &str,
-        field: &str,
-        step: &FleetStep,
-    ) -> Result<bool, StoreError> {
-        let entry = match &step.entry {
-            EntryChange::Keep => "",
-            EntryChange::Remove => "-",
-            EntryChange::Put(text) => text.as_str(),
-        };
+    /// Writes `state` and the batch's entries unless the version moved
+    /// since `loaded`; whether it did.
+    async fn store(&self, loaded: &Loaded, state: &str, batch: &Batch) -> Result<bool, StoreError> {
         let mut invocation = SCRIPT.key(&self.keys[0]);
         invocation
             .key(&self.keys[1])
             .arg("store")
             .arg(loaded.version)
             .arg(state)
-            .arg(field)
-            .arg(entry)
-            .arg(if step.cleared { "1" } else { "0" })
+            .arg(if batch.cleared { "1" } else { "0" })
             .arg(KEPT_MS);
+        for (hash, text) in &batch.changes {
+            invocation
+                .arg(field(*hash))
+                .arg(text.as_deref().unwrap_or("-"));
+        }
         let written: u8 = self.transport.invoke(&self.keys[0], &invocation).await?;
         Ok(written == 1)
     }
@@ -319,9 +426,75 @@ where
     }
 }
 
-/// Whether `e` says Redis could not be reached or did not answer.
-fn unreachable(e: &StoreError) -> bool {
-    e.is_unreachable()
+/// The field of the key with `hash` in the parked keys' hash.
+fn field(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
+/// The decisions of one batch so far, made in order on one load.
+struct Batch {
+    /// The state as the steps so far left it.
+    state: Option<String>,
+    /// What the state is now.
+    view: FleetView,
+    /// Each key's parked entry as the steps so far left it.
+    entries: HashMap<u64, Option<String>>,
+    /// The entries to write (`None`: removed), since the last new
+    /// generation.
+    changes: HashMap<u64, Option<String>>,
+    /// Whether a step began a new generation (every entry stored before
+    /// it is stale).
+    cleared: bool,
+}
+
+impl Batch {
+    /// Nothing decided yet on `loaded`, read as `state` and `view`; the
+    /// entries loaded are those of the keys `open` asks about.
+    fn new(state: Option<String>, view: FleetView, loaded: &Loaded, keys: Vec<u64>) -> Self {
+        let entries = keys.into_iter().zip(loaded.entries.iter().cloned()).collect();
+        Batch {
+            state,
+            view,
+            entries,
+            changes: HashMap::new(),
+            cleared: false,
+        }
+    }
+
+    /// The key's parked entry now.
+    fn entry(&self, hash: u64) -> Option<String> {
+        self.entries.get(&hash).cloned().flatten()
+    }
+
+    /// What `step`, decided for the key with `hash`, changed.
+    fn apply(&mut self, hash: u64, step: FleetStep) -> FleetStep {
+        if step.cleared {
+            self.cleared = true;
+            self.changes.clear();
+        }
+        let text = match &step.entry {
+            EntryChange::Keep => None,
+            EntryChange::Put(text) => Some(Some(text.clone())),
+            EntryChange::Remove => Some(None),
+        };
+        if let Some(text) = text {
+            self.entries.insert(hash, text.clone());
+            self.changes.insert(hash, text);
+        }
+        if let Some(state) = &step.state {
+            self.state = Some(state.clone());
+        }
+        self.view = step.view;
+        step
+    }
+
+    /// The state to store, if anything changed (a change always writes a
+    /// state: a parked key is counted in it); `None` when nothing did, or
+    /// there is no state to write.
+    fn to_write(&self, loaded: &Loaded) -> Option<String> {
+        let changed = self.cleared || !self.changes.is_empty() || self.state != loaded.state;
+        changed.then(|| self.state.clone()).flatten()
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
