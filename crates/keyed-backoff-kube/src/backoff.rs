@@ -354,9 +354,7 @@ where
     /// ```
     pub fn stats(&self) -> Stats {
         let gate = &self.shared.gate;
-        self.shared
-            .tally
-            .read(gate.outage(), gate.local_answers())
+        self.shared.tally.read(gate.outage(), gate.local_answers())
     }
 
     /// The underlying keyed manager (with a

@@ -117,7 +117,10 @@ fn a_state_that_is_not_ours_is_left_as_it_was_and_keys_keep_their_own_backoff() 
             assert_eq!(gate.claim(&key).await.unwrap(), None, "{name}");
             let level = gate.fail(&key).await.unwrap().expect(name);
             assert_eq!((level.backoff, level.attempts), (Duration::from_secs(1), 1));
-            assert_eq!(gate.claim(&key).await.unwrap(), Some(Duration::from_secs(1)));
+            assert_eq!(
+                gate.claim(&key).await.unwrap(),
+                Some(Duration::from_secs(1))
+            );
             assert!(gate.alone(), "{name}: the replica goes on alone");
             let kept: Vec<String> = match *command {
                 "SET" => vec![server.command(&["GET", &state]).unwrap()],

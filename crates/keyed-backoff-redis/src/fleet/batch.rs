@@ -46,7 +46,10 @@ impl<Q, A> Batches<Q, A> {
 
     /// Queues `question`: where its answer will come, and a [`Leader`]
     /// when nobody serves the queue (the caller serves it now).
-    pub(crate) fn join(&self, question: Q) -> (oneshot::Receiver<Told<A>>, Option<Leader<'_, Q, A>>) {
+    pub(crate) fn join(
+        &self,
+        question: Q,
+    ) -> (oneshot::Receiver<Told<A>>, Option<Leader<'_, Q, A>>) {
         let (tx, rx) = oneshot::channel();
         let mut queue = self.0.lock();
         queue.waiting.push_back((question, tx));

@@ -195,11 +195,7 @@ where
     /// their entries, and stores what changed in one compare-and-set
     /// (loaded and decided again on a conflict; a step whose caller's
     /// timeout has passed meanwhile fails with `TimedOut`).
-    async fn decide(
-        &self,
-        rules: &FleetRules,
-        asks: &[Ask],
-    ) -> Vec<Result<FleetStep, StoreError>> {
+    async fn decide(&self, rules: &FleetRules, asks: &[Ask]) -> Vec<Result<FleetStep, StoreError>> {
         let mut out: Vec<Option<Result<FleetStep, StoreError>>> = vec![None; asks.len()];
         let mut open: Vec<usize> = (0..asks.len()).collect();
         while !open.is_empty() && !self.alone() {
@@ -221,7 +217,14 @@ where
                 let entry = batch.entry(a.hash);
                 out[i] = Some(
                     rules
-                        .step(batch.state.as_deref(), entry.as_deref(), a.hash, at, a.ask, a.level)
+                        .step(
+                            batch.state.as_deref(),
+                            entry.as_deref(),
+                            a.hash,
+                            at,
+                            a.ask,
+                            a.level,
+                        )
                         .map(|step| batch.apply(a.hash, step))
                         .map_err(|d| self.corrupt(d)),
                 );
@@ -266,7 +269,9 @@ where
             let a = &asks[i];
             out[i] = Some(Ok(self.step_alone(rules, a.hash, a.ask, a.level)));
         }
-        out.into_iter().map(|step| step.expect("every step decided")).collect()
+        out.into_iter()
+            .map(|step| step.expect("every step decided"))
+            .collect()
     }
 
     /// Whether the replica goes on alone after `e`: Redis could not be
@@ -451,7 +456,10 @@ impl Batch {
     /// Nothing decided yet on `loaded`, read as `state` and `view`; the
     /// entries loaded are those of the keys `open` asks about.
     fn new(state: Option<String>, view: FleetView, loaded: &Loaded, keys: Vec<u64>) -> Self {
-        let entries = keys.into_iter().zip(loaded.entries.iter().cloned()).collect();
+        let entries = keys
+            .into_iter()
+            .zip(loaded.entries.iter().cloned())
+            .collect();
         Batch {
             state,
             view,
