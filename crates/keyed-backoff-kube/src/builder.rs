@@ -163,7 +163,7 @@ where
     /// [`release_rate`](OutageSettings::release_rate) per second, each at
     /// its level from before the outage. A success (a reset) ends it.
     ///
-    /// An outage holds back only runs that ask before they reach the body,
+    /// An outage parks only runs that ask before they reach the body,
     /// so skipping is part of the feature: `build` refuses
     /// `skip_while_in_backoff(false)` with it (with an error policy alone,
     /// every requeue would reach the dependency once per step of the shared
@@ -184,7 +184,7 @@ where
     ///     backoff.on_error(&cm);
     /// }
     /// // Three objects newly failed and none succeeded: an outage. An
-    /// // object that has not failed is held as well.
+    /// // object that has not failed is parked as well.
     /// assert!(backoff.stats().in_outage);
     /// let mut new = ConfigMap::default();
     /// new.metadata.name = Some("d".into());
@@ -309,7 +309,7 @@ where
         if outage && self.skip_while_in_backoff == Some(false) {
             return Err(ConfigError::new(
                 "skip_while_in_backoff",
-                "true with outage detection on (an outage holds back only runs that ask)",
+                "true with outage detection on (an outage parks only runs that ask)",
                 false,
             ));
         }
