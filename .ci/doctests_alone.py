@@ -43,6 +43,7 @@ CRATES = {
     "keyed-backoff-redis": "crates/keyed-backoff-redis",
     "keyed-backoff-kube": "crates/keyed-backoff-kube",
     "keyed-backoff-tower": "crates/keyed-backoff-tower",
+    "keyed-backoff-outage": "crates/keyed-backoff-outage",
 }
 USER_DEV_DEPENDENCIES = (
     '[dev-dependencies]\n'

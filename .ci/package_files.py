@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 CRATES = ["keyed-backoff", "fair-admission", "keyed-backoff-redis",
-          "keyed-backoff-kube", "keyed-backoff-tower"]
+          "keyed-backoff-kube", "keyed-backoff-tower", "keyed-backoff-outage"]
 ALLOWED = [
     r".*\.(rs|lua|md)",                       # source and docs
     r"(.*/)?Cargo\.toml(\.orig)?", r"Cargo\.lock",

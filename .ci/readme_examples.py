@@ -53,6 +53,7 @@ READMES = {
     "crates/keyed-backoff-redis/README.md": "keyed-backoff-redis",
     "crates/keyed-backoff-kube/README.md": "keyed-backoff-kube",
     "crates/keyed-backoff-tower/README.md": "keyed-backoff-tower",
+    "crates/keyed-backoff-outage/README.md": "keyed-backoff-outage",
 }
 # The workspace crates a page may name.
 WORKSPACE_CRATES = {
@@ -61,6 +62,7 @@ WORKSPACE_CRATES = {
     "keyed-backoff-redis": "crates/keyed-backoff-redis",
     "keyed-backoff-kube": "crates/keyed-backoff-kube",
     "keyed-backoff-tower": "crates/keyed-backoff-tower",
+    "keyed-backoff-outage": "crates/keyed-backoff-outage",
 }
 # rustdoc's attributes of a code block, and those this script can honour.
 RUSTDOC_ATTRIBUTES = re.compile(r"^(rust|ignore(-.*)?|no_run|should_panic|compile_fail|"

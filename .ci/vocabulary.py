@@ -20,7 +20,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTAGE_FILES = ["src/outage", "crates/keyed-backoff-redis/src/fleet",
+OUTAGE_FILES = ["crates/keyed-backoff-outage/src", "crates/keyed-backoff-redis/src/fleet",
                 "crates/keyed-backoff-redis/src/outage.lua", "docs/outage.md",
                 "crates/keyed-backoff-kube/src"]
 WRONG = re.compile(r"\b(un)?held\b|\bhold(s|ing)? back\b", re.I)

@@ -37,7 +37,8 @@ use std::time::Duration;
 use common::rounds::{Row, env, per_call, report, two_threads};
 use common::{kubelet_keys, visit_order};
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::{Backoff, Gate, OutageAware, OutageSettings};
+use keyed_backoff::{Backoff, Gate};
+use keyed_backoff_outage::{OutageAware, OutageSettings};
 
 const KEYS: usize = 1_000;
 const MAX: Duration = Duration::from_secs(300);

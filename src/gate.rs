@@ -2,7 +2,7 @@
 //! the state.
 //!
 //! A middleware, a controller's reconcile wrapper or a wrapper that adds a
-//! behaviour (outage awareness) needs four things of a keyed backoff: how
+//! behaviour (outage awareness, in keyed-backoff-outage) needs four things of a keyed backoff: how
 //! long a key must still wait, a failure, a success, and a floor (a
 //! server's `Retry-After`). [`Backoff`](crate::Backoff) answers them in
 //! process; a store shared by a fleet answers them over the network, where
@@ -23,7 +23,7 @@ use crate::error::InBackoff;
 
 /// What an integration asks of a keyed backoff: the contract between the
 /// state (the in-process [`Backoff`](crate::Backoff), a shared store) and what uses it
-/// (the tower layer, the kube crate, [`OutageAware`](crate::OutageAware)).
+/// (the tower layer, the kube crate, keyed-backoff-outage's `OutageAware`).
 ///
 /// Every method returns a future and may fail with [`Error`](Self::Error):
 /// a store across the network answers asynchronously and can be

@@ -90,13 +90,13 @@
 //!
 //! Per-key backoff assumes keys fail on their own. When the API server or a
 //! webhook is down, every key fails at once, each ladder climbs to its cap in
-//! lockstep, and recovery waits for the cap or comes as one herd.
-//! [`OutageAware`] wraps any gate and tells a shared outage from keys
-//! failing on their own: during one, no key climbs its own ladder, every key
-//! waits on one short shared ladder and only a few probe; when successes
-//! return, the parked keys are let go at a bounded rate, each at its own
-//! level from before the outage. [`OutageSettings`] has the knobs;
-//! `docs/outage.md` the rule and what it can mistake for an outage.
+//! lockstep, and recovery waits for the cap or comes as one herd. The
+//! companion crate `keyed-backoff-outage` wraps any gate and tells a shared
+//! outage from keys failing on their own: during one, no key climbs its own
+//! ladder, every key waits on one short shared ladder and only a few probe;
+//! when successes return, the parked keys are let go at a bounded rate,
+//! each at its own level from before the outage. It is a [`Gate`] over a
+//! [`Gate`]: nothing of it lives in this crate.
 //!
 //! ## Beyond the keyed manager
 //!
@@ -119,10 +119,10 @@
 //! |---|---|
 //! | `tokio` | `TokioClock`, `Retry::run_async`, `Backoff::spawn_gc_task`, `Backoff::until_ready` and `until_ready_then_next` |
 //! | `serde` | `Serialize` / `Deserialize` for [`Snapshot`] |
-//! | `tracing` | events (target `keyed_backoff`) for GC sweeps (DEBUG), for panics of the expiry function that a sweeper contained (ERROR) and for outages (INFO); without it nothing is compiled in |
-//! | `metrics` | outage counters, gauge and histogram through the `metrics` facade; without it nothing is compiled in |
+//! | `tracing` | events (target `keyed_backoff`) for GC sweeps (DEBUG) and for panics of the expiry function that a sweeper contained (ERROR); without it nothing is compiled in |
 //!
-//! Companion crates, each with its own version: `keyed-backoff-redis` (one
+//! Companion crates, each with its own version: `keyed-backoff-outage`
+//! (outage awareness over any gate), `keyed-backoff-redis` (one
 //! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`
 //! (per-object backoff in kube-runtime controllers) and `fair-admission`
 //! (the server's half: API Priority and Fairness, 429 with Retry-After).
@@ -158,7 +158,6 @@ mod growth;
 mod hold;
 mod inspect;
 mod observe;
-mod outage;
 pub mod retry;
 mod rules;
 mod settings;
@@ -176,7 +175,6 @@ pub use error::{ConfigError, InBackoff, SpawnError};
 pub use gate::Gate;
 pub use gc::GcGuard;
 pub use inspect::{EntryView, Stats};
-pub use outage::{OutageAware, OutageSettings};
 pub use settings::Settings;
 pub use snapshot::{Snapshot, SnapshotEntry};
 
@@ -186,13 +184,6 @@ pub use snapshot::{Snapshot, SnapshotEntry};
 pub mod __private {
     pub use crate::draws::UnitDraws;
     pub use crate::duration::saturating_nanos;
-    /// The outage's state kept by a fleet (the Redis crate's fleet-wide
-    /// outage awareness): the in-process watch's decisions on a state
-    /// loaded for one call, written back as text.
-    pub use crate::outage::fleet::{
-        Declared, EntryChange, FleetAsk, FleetDetector, FleetRules, FleetRuling, FleetStep,
-        FleetView, parked_failure,
-    };
     pub use crate::settings::Resolved;
 
     /// `settings` with every value resolved (the expiry window in force).

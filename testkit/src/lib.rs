@@ -13,6 +13,9 @@
 //! - `events` (feature `tracing`) and `metrics` (feature `metrics`): what an
 //!   operator would see, recorded: every `tracing` event with its fields,
 //!   every metric by name and labels;
+//! - `proxy` (feature `proxy`): a TCP proxy on loopback that delays the
+//!   bytes each way, so that a test sees real round trips longer than
+//!   loopback's;
 //! - [`panic_message`]: the text of a caught panic;
 //! - [`ready`]: the output of a future that is ready at once (the
 //!   in-process manager's `Gate` calls), for tests that are not async.
@@ -32,6 +35,8 @@ pub mod events;
 pub mod metrics;
 pub mod model;
 mod panic;
+#[cfg(feature = "proxy")]
+pub mod proxy;
 #[cfg(feature = "redis-server")]
 pub mod redis_cluster;
 #[cfg(feature = "redis-server")]

@@ -6,7 +6,8 @@ use std::time::Duration;
 use keyed_backoff::clock::TokioClock;
 use std::sync::Arc;
 
-use keyed_backoff::{Backoff, ConfigError, OutageAware, OutageSettings, Settings};
+use keyed_backoff::{Backoff, ConfigError, Settings};
+use keyed_backoff_outage::{OutageAware, OutageSettings};
 
 use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
@@ -154,7 +155,7 @@ where
     }
 
     /// Turns on outage-aware backoff (the core's
-    /// [`OutageAware`](keyed_backoff::OutageAware) around the manager)
+    /// [`OutageAware`](keyed_backoff_outage::OutageAware) around the manager)
     /// and with it [`skip_while_in_backoff`](Self::skip_while_in_backoff):
     /// when many objects newly fail together while (almost) none succeeds,
     /// no object climbs its own ladder; the objects wait on one short

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
-use keyed_backoff::{Advanced, Gate, InBackoff, OutageAware};
+use keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff_outage::OutageAware;
 use kube::runtime::reflector::Lookup;
 
 use crate::key::ObjectKey;

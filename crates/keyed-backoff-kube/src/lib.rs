@@ -126,10 +126,12 @@ pub use backoff::ObjectBackoff;
 pub use builder::ObjectBackoffBuilder;
 pub use key::ObjectKey;
 pub use keyed_backoff;
+pub use keyed_backoff_outage;
+pub use keyed_backoff_outage::OutageSettings;
 pub use manager::ObjectManager;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
-    Advanced, ConfigError, Gate, GcGuard, InBackoff, OutageSettings, SpawnError, clock::TokioClock,
+    Advanced, ConfigError, Gate, GcGuard, InBackoff, SpawnError, clock::TokioClock,
 };
 pub use reconcile::ReconcileError;
 pub use stats::Stats;

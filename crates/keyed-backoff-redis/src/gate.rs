@@ -14,7 +14,7 @@ use crate::store::RedisBackoff;
 
 /// The core's contract on the store, so that what is written against
 /// [`Gate`] (the tower layer, the kube crate,
-/// [`OutageAware`](keyed_backoff::OutageAware)) runs on a backoff shared
+/// [`OutageAware`](keyed_backoff_outage::OutageAware)) runs on a backoff shared
 /// by a fleet.
 ///
 /// Every method is one script call on Redis' own clock (`TIME`), unless the

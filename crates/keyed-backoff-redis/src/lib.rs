@@ -29,7 +29,7 @@
 //!   with zero backoff.
 //! - **The core's contract.** [`RedisBackoff`] implements
 //!   [`Gate`](keyed_backoff::Gate), so code written against it (the outage
-//!   wrapper [`OutageAware`](keyed_backoff::OutageAware), say) runs on the
+//!   wrapper [`OutageAware`](keyed_backoff_outage::OutageAware), say) runs on the
 //!   fleet's store; its floor (`hold`, a server's `Retry-After`) is kept in
 //!   Redis, so every replica honours it.
 //! - **Fails fast.** [`open`](RedisBackoffBuilder::open) connects with
@@ -105,6 +105,8 @@ pub use keyed_backoff::clock;
 /// here: a gate's refusal ([`RedisBackoff::try_next`]), a builder's error,
 /// and the settings a builder can start from.
 pub use keyed_backoff::{ConfigError, InBackoff, Settings};
+pub use keyed_backoff_outage;
+pub use keyed_backoff_outage::OutageSettings;
 /// The `redis` crate this store is built on, so users name its types
 /// (`redis::Client`, `redis::aio::ConnectionManager`) at the same major
 /// version without a dependency of their own.

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keyed_backoff_redis::OutageSettings;
 use keyed_backoff_redis::clock::MockClock;
-use keyed_backoff_redis::keyed_backoff::{Gate, OutageSettings};
+use keyed_backoff_redis::keyed_backoff::Gate;
 use keyed_backoff_redis::redis::cluster::ClusterClient;
 use keyed_backoff_redis::redis::cluster_async::ClusterConnection;
 use keyed_backoff_redis::{Event, OpId, RedisBackoff};

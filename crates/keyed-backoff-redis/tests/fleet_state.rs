@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{prefix, runtime};
+use keyed_backoff::Gate;
 use keyed_backoff::clock::MockClock;
-use keyed_backoff::{Gate, OutageSettings};
+use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
 use keyed_backoff_redis::redis::{Cmd, Pipeline, RedisFuture, Value};
-use keyed_backoff_redis::{FleetOutageAware, RedisBackoff, StoreError};
+use keyed_backoff_redis::{FleetOutageAware, RedisBackoff};
 use keyed_backoff_testkit::redis_server::Server;
 
 mod common;

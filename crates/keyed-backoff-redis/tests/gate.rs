@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::{connect, prefix, runtime, shared};
 use keyed_backoff::clock::MockClock;
-use keyed_backoff::{Advanced, Backoff, Gate, InBackoff, OutageAware, OutageSettings};
+use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
+use keyed_backoff_outage::{OutageAware, OutageSettings};
 use keyed_backoff_redis::{Event, OpId, RedisBackoff};
 use keyed_backoff_testkit::redis_server::free_port;
 

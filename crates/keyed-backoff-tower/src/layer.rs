@@ -152,7 +152,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
     /// A layer over any gate of the core's contract,
     /// [`Gate`](keyed_backoff::Gate): a store shared by a fleet
     /// (`keyed_backoff_redis::RedisBackoff`, keyed by `String`), or a
-    /// wrapper such as [`OutageAware`](keyed_backoff::OutageAware). The
+    /// wrapper such as keyed-backoff-outage's `OutageAware`. The
     /// request's future awaits the gate's answers, one boxed future per
     /// question (a layer made with [`new`](Self::new) allocates none).
     ///
@@ -165,11 +165,12 @@ impl<K, F> KeyedBackoffLayer<K, F> {
     /// without a retry.
     ///
     /// ```
-    /// use keyed_backoff_tower::keyed_backoff::{OutageAware, OutageSettings};
     /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
+    /// use std::sync::Arc;
     /// use std::time::Duration;
+    /// // Any gate: here the manager itself, shared as a wrapper would hold it.
     /// let backoff = Backoff::<String>::new(Duration::from_millis(10), Duration::from_secs(1))?;
-    /// let gate = OutageAware::new(backoff, OutageSettings::new())?;
+    /// let gate = Arc::new(backoff);
     /// let layer = KeyedBackoffLayer::over(gate, |host: &String| host.clone());
     /// # let _ = layer;
     /// # Ok::<(), keyed_backoff_tower::ConfigError>(())

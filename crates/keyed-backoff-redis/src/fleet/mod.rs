@@ -8,8 +8,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use keyed_backoff::__private::{FleetAsk, FleetDetector, FleetRules, FleetRuling, parked_failure};
-use keyed_backoff::{Advanced, ConfigError, Gate, InBackoff, OutageSettings};
+use keyed_backoff::{Advanced, ConfigError, Gate, InBackoff};
+use keyed_backoff_outage::__fleet::{
+    FleetAsk, FleetDetector, FleetRules, FleetRuling, parked_failure,
+};
+use keyed_backoff_outage::OutageSettings;
 use parking_lot::Mutex;
 use redis::aio::ConnectionLike;
 
@@ -21,7 +24,7 @@ use shared::Shared;
 /// before a claim or a failure reads it again.
 const REFRESH: Duration = Duration::from_millis(100);
 
-/// The core's [`OutageAware`](keyed_backoff::OutageAware) over a
+/// keyed-backoff-outage's [`OutageAware`](keyed_backoff_outage::OutageAware) over a
 /// [`RedisBackoff`], with one outage for the whole fleet: the replicas on
 /// one prefix share its state in Redis, so the dependency sees at most
 /// [`probes`](OutageSettings::probes) attempts per step of the ladder and
@@ -68,7 +71,8 @@ const REFRESH: Duration = Duration::from_millis(100);
 /// `TIME`, or the store's [`clock`](crate::RedisBackoffBuilder::clock).
 ///
 /// ```no_run
-/// use keyed_backoff_redis::keyed_backoff::{Gate, OutageSettings};
+/// use keyed_backoff_redis::OutageSettings;
+/// use keyed_backoff_redis::keyed_backoff::Gate;
 /// use keyed_backoff_redis::RedisBackoff;
 /// use std::time::Duration;
 ///
@@ -107,7 +111,7 @@ where
     /// call.
     ///
     /// ```
-    /// use keyed_backoff_redis::keyed_backoff::OutageSettings;
+    /// use keyed_backoff_redis::OutageSettings;
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")]
@@ -187,7 +191,7 @@ where
     /// one hash tag (one Redis Cluster slot).
     ///
     /// ```
-    /// use keyed_backoff_redis::keyed_backoff::OutageSettings;
+    /// use keyed_backoff_redis::OutageSettings;
     /// use keyed_backoff_redis::RedisBackoff;
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")]
@@ -269,7 +273,7 @@ where
     }
 }
 
-/// The contract, as [`OutageAware`](keyed_backoff::OutageAware) keeps it:
+/// The contract, as [`OutageAware`](keyed_backoff_outage::OutageAware) keeps it:
 /// a key's own wait (its backoff or its floor) always comes first; during
 /// an outage a key is parked on the fleet's ladder; after it, it is let
 /// go at the fleet's rate, back at its own level ([`Gate::resume`]).

@@ -18,8 +18,8 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use keyed_backoff::__private::{EntryChange, FleetAsk, FleetRules, FleetStep, FleetView};
 use keyed_backoff::Advanced;
+use keyed_backoff_outage::__fleet::{EntryChange, FleetAsk, FleetRules, FleetStep, FleetView};
 use parking_lot::Mutex;
 use redis::Script;
 use redis::aio::ConnectionLike;

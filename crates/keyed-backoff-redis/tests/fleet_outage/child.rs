@@ -9,7 +9,8 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use keyed_backoff::clock::{MockClock, MockInstant};
-use keyed_backoff::{Gate, InBackoff, OutageSettings};
+use keyed_backoff::{Gate, InBackoff};
+use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{FleetOutageAware, RedisBackoff};
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::entry::Advanced;
-use crate::error::InBackoff;
+use keyed_backoff::Advanced;
+use keyed_backoff::InBackoff;
 
 /// A key parked by an outage. `L` is the key's own level when it was first
 /// parked (its entry, if it had one), kept to be given back when it is let

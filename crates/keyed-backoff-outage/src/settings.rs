@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use keyed_backoff::ConfigError;
 
 /// The shortest detection window and ladder step accepted: one millisecond.
 const SHORTEST: Duration = Duration::from_millis(1);
@@ -66,7 +66,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// successes of any key end it.
 ///
 /// ```
-/// use keyed_backoff::OutageSettings;
+/// use keyed_backoff_outage::OutageSettings;
 /// use std::time::Duration;
 ///
 /// let settings = OutageSettings::new()
@@ -187,7 +187,7 @@ impl OutageSettings {
     /// are prefixed with `outage.`).
     ///
     /// ```
-    /// use keyed_backoff::OutageSettings;
+    /// use keyed_backoff_outage::OutageSettings;
     /// let err = OutageSettings::new().max_success_ratio(1.0).validate().unwrap_err();
     /// assert_eq!(err.field(), "outage.max_success_ratio");
     /// assert_eq!(err.to_string(), "invalid outage.max_success_ratio: must be a finite number >= 0 and < 1, got 1");

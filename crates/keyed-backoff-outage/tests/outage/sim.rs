@@ -12,7 +12,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::{Backoff, Gate, InBackoff, OutageAware, OutageSettings};
+use keyed_backoff::{Backoff, Gate, InBackoff};
+use keyed_backoff_outage::{OutageAware, OutageSettings};
 use keyed_backoff_testkit::ready;
 
 /// The keys and the dependency they share.

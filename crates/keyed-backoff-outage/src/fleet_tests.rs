@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::outage::watch::Watch;
+use crate::watch::Watch;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -3,8 +3,8 @@
 //! seen by detection at once, counted once however often it is reported,
 //! and moving the key's ladder as the bare backoff would.
 
-use keyed_backoff::OutageSettings;
 use keyed_backoff::clock::MockClock;
+use keyed_backoff_outage::OutageSettings;
 
 use crate::sim::{KUBELET, manager, secs};
 

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::settings::OutageSettings;
-pub(crate) use super::state::{Asked, Event, Ruling};
-use super::state::{Home, Map, State};
+use crate::settings::OutageSettings;
+pub(crate) use crate::state::{Asked, Event, Ruling};
+use crate::state::{Home, Map, State};
 
 /// Counters of the watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

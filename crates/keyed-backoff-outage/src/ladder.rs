@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use super::parked::{Parked, Turn};
-use super::settings::OutageSettings;
+use crate::parked::{Parked, Turn};
+use crate::settings::OutageSettings;
 
 /// Whole nanoseconds of `d`, saturating.
 fn ns(d: Duration) -> u64 {

@@ -15,8 +15,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::parked::{Parked, Turn};
-use crate::duration::saturating_nanos;
+use crate::nanos::saturating_nanos;
+use crate::parked::{Parked, Turn};
 
 const SECOND: Duration = Duration::from_secs(1);
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use foldhash::fast::FixedState;
 
-use super::settings::OutageSettings;
+use crate::settings::OutageSettings;
 
 /// What the manager was told about one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,15 +20,15 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use super::detector::{Change, Counts, Detector, Outcome};
-use super::ladder::Outage;
-use super::parked::Parked;
-use super::release::Release;
-use super::settings::OutageSettings;
-use super::state::{Asked, Event, Home, Phase, Ruling, State};
-use crate::duration::saturating_nanos;
-use crate::entry::Advanced;
-use crate::error::ConfigError;
+use crate::detector::{Change, Counts, Detector, Outcome};
+use crate::ladder::Outage;
+use crate::nanos::saturating_nanos;
+use crate::parked::Parked;
+use crate::release::Release;
+use crate::settings::OutageSettings;
+use crate::state::{Asked, Event, Home, Phase, Ruling, State};
+use keyed_backoff::Advanced;
+use keyed_backoff::ConfigError;
 
 /// The version of the text written; a state of another version is an
 /// error, never guessed at.
@@ -36,7 +36,7 @@ const FORMAT: &str = "1";
 
 /// The answer to a parked key's failure, for the fleet's wrapper as for
 /// the in-process one.
-pub use super::parked::parked_failure;
+pub use crate::parked::parked_failure;
 
 /// The rules of one fleet's outage: its settings and the seed that hashes
 /// its keys (every replica must use the same, so that they name a parked

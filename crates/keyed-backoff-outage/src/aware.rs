@@ -4,17 +4,17 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::parked::parked_failure;
-use super::settings::OutageSettings;
-use super::watch::{Asked, Ruling, Watch};
-use crate::clock::{Clock, ClockInstant, StdClock};
-use crate::entry::Advanced;
-use crate::error::{ConfigError, InBackoff};
-use crate::gate::Gate;
 use crate::observe;
+use crate::parked::parked_failure;
+use crate::settings::OutageSettings;
+use crate::watch::{Asked, Ruling, Watch};
+use keyed_backoff::Advanced;
+use keyed_backoff::Gate;
+use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
+use keyed_backoff::{ConfigError, InBackoff};
 
 /// A keyed backoff that tells a shared outage from keys failing on their
-/// own: any [`Gate`] (the in-process [`Backoff`](crate::Backoff), a store
+/// own: any [`Gate`] (the in-process [`Backoff`](keyed_backoff::Backoff), a store
 /// shared by a fleet) wrapped with [`OutageSettings`].
 ///
 /// It implements [`Gate`] itself, so whatever takes a gate (the tower
@@ -44,7 +44,8 @@ use crate::observe;
 /// lock. `docs/outage.md` explains the rule and its measurements.
 ///
 /// ```
-/// use keyed_backoff::{Backoff, Gate, OutageAware, OutageSettings};
+/// use keyed_backoff::{Backoff, Gate};
+/// use keyed_backoff_outage::{OutageAware, OutageSettings};
 /// use keyed_backoff::clock::{Clock, MockClock};
 /// use std::time::Duration;
 ///

@@ -11,12 +11,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use super::detector::{Change, Counts, Detector, Outcome};
-use super::ladder::Outage;
-use super::parked::{Parked, Turn};
-use super::release::{Release, push_bounded};
-use super::settings::OutageSettings;
-use crate::draws::unit_at;
+use crate::detector::{Change, Counts, Detector, Outcome};
+use crate::ladder::Outage;
+use crate::nanos::unit_at;
+use crate::parked::{Parked, Turn};
+use crate::release::{Release, push_bounded};
+use crate::settings::OutageSettings;
 
 /// What the wrapper does with a key the watch was asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use keyed_backoff::OutageSettings;
 use keyed_backoff::clock::MockClock;
+use keyed_backoff_outage::OutageSettings;
 
 use crate::sim::{CONTROLLER_RUNTIME, Fleet, KUBELET, manager, run_with, secs};
 

@@ -1,8 +1,8 @@
 //! What an operator sees of an outage: the wrapper's counters, `tracing`
 //! events (feature `tracing`) and `metrics` (feature `metrics`).
 
-use keyed_backoff::OutageSettings;
 use keyed_backoff::clock::MockClock;
+use keyed_backoff_outage::OutageSettings;
 
 use crate::sim::{KUBELET, Manager, manager, secs};
 
@@ -108,7 +108,7 @@ fn an_outage_is_counted_and_its_gauge_goes_up_and_down() {
 #[cfg(feature = "tracing")]
 #[test]
 fn a_fleet_step_that_begins_an_outage_reports_it() {
-    use keyed_backoff::__private::{FleetAsk, FleetRules};
+    use keyed_backoff_outage::__fleet::{FleetAsk, FleetRules};
     use keyed_backoff_testkit::events::Events;
     let rules = FleetRules::new(OutageSettings::new().min_failing_keys(3), 1).unwrap();
     let mut detector = rules.detector();

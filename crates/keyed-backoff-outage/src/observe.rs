@@ -1,0 +1,70 @@
+//! What outage awareness tells an operator: `tracing` events (feature
+//! `tracing`, target `keyed_backoff_outage`) and `metrics` (feature
+//! `metrics`) when an outage begins, ends, and when its release is over.
+//! Without the features each function is empty and compiles to nothing.
+//!
+//! | event (INFO) | metrics |
+//! |---|---|
+//! | an outage began, with the failures and successes that declared it | `keyed_backoff_outages_total` +1, `keyed_backoff_outage_active` +1 |
+//! | the outage ended, with how long it lasted and the keys it parked | `keyed_backoff_outage_active` −1, `keyed_backoff_outage_duration_seconds` (histogram), `keyed_backoff_outage_parked_keys_total` + the keys parked |
+//! | the release after it is over, with the keys let go | `keyed_backoff_outage_released_keys_total` + the keys let go |
+//!
+//! The gauge counts the wrappers in an outage, so several in one process
+//! add up instead of overwriting each other.
+
+use crate::Event;
+
+/// An outage event.
+#[inline]
+pub(crate) fn outage(event: Event) {
+    #[cfg(feature = "tracing")]
+    trace_outage(event);
+    #[cfg(feature = "metrics")]
+    count_outage(event);
+    let _ = event;
+}
+
+#[cfg(feature = "tracing")]
+fn trace_outage(event: Event) {
+    match event {
+        Event::Began(c) => tracing::info!(
+            target: "keyed_backoff_outage",
+            fresh_failures = c.fresh_failures,
+            failures = c.failures,
+            successes = c.successes,
+            over_ms = c.over.as_millis() as u64,
+            "outage began: many keys newly failing and almost none succeeding; \
+             every key now waits on the shared outage ladder"
+        ),
+        Event::Ended { lasted, parked } => tracing::info!(
+            target: "keyed_backoff_outage",
+            lasted_ms = lasted.as_millis() as u64,
+            parked,
+            "outage ended: parked keys are let go at the release rate"
+        ),
+        Event::Released { released } => tracing::info!(
+            target: "keyed_backoff_outage",
+            released,
+            "outage release over: no key is parked any more"
+        ),
+    }
+}
+
+#[cfg(feature = "metrics")]
+fn count_outage(event: Event) {
+    match event {
+        Event::Began(_) => {
+            metrics::counter!("keyed_backoff_outages_total").increment(1);
+            metrics::gauge!("keyed_backoff_outage_active").increment(1.0);
+        }
+        Event::Ended { lasted, parked } => {
+            metrics::gauge!("keyed_backoff_outage_active").decrement(1.0);
+            metrics::histogram!("keyed_backoff_outage_duration_seconds")
+                .record(lasted.as_secs_f64());
+            metrics::counter!("keyed_backoff_outage_parked_keys_total").increment(parked as u64);
+        }
+        Event::Released { released } => {
+            metrics::counter!("keyed_backoff_outage_released_keys_total").increment(released);
+        }
+    }
+}
