@@ -7,7 +7,7 @@ use keyed_backoff::clock::TokioClock;
 use std::sync::Arc;
 
 use keyed_backoff::{Backoff, ConfigError, Settings};
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{OutageAware, OutageSettings, OutageStatus};
 
 use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
@@ -247,7 +247,9 @@ where
     /// refuses [`outage`](Self::outage) with a shared store (field
     /// `outage`). For one outage across the fleet, share a store that is
     /// outage-aware itself, such as keyed-backoff-redis's
-    /// `RedisBackoff::outage_aware(settings)`.
+    /// `RedisBackoff::outage_aware(settings)`, through
+    /// [`shared_outage_aware`](Self::shared_outage_aware), so that
+    /// [`ObjectBackoff::stats`] reports the fleet's outage.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -285,6 +287,47 @@ where
     /// ```
     pub fn shared<G: Gate<String> + 'static>(mut self, store: G) -> Self {
         self.shared = Some(SharedStore::new(store));
+        self
+    }
+
+    /// [`shared`](Self::shared), over a store that follows an outage
+    /// itself (keyed-backoff-redis's `FleetOutageAware`, made by
+    /// `RedisBackoff::outage_aware(settings)`: one outage for the whole
+    /// fleet): [`ObjectBackoff::stats`] reports that outage (whether one is
+    /// under way, the objects it parks, the outages so far, as the store
+    /// last saw them), and with `prometheus-client` so does the export.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), keyed_backoff_kube::ConfigError> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::keyed_backoff::Backoff;
+    /// use keyed_backoff_kube::keyed_backoff_outage::OutageAware;
+    /// use keyed_backoff_kube::{ObjectBackoff, OutageSettings};
+    /// use std::time::Duration;
+    /// // Any outage-aware store over string keys: here the outage wrapper
+    /// // over an in-process manager stands in for a fleet's.
+    /// let manager = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(60))?;
+    /// let store = OutageAware::new(manager, OutageSettings::default().min_failing_keys(3))?;
+    /// let backoff = ObjectBackoff::<ConfigMap>::builder(Duration::from_secs(1), Duration::from_secs(60))
+    ///     .shared_outage_aware(store)
+    ///     .build()?;
+    /// for name in ["a", "b", "c"] {
+    ///     let mut cm = ConfigMap::default();
+    ///     cm.metadata.name = Some(name.into());
+    ///     backoff.on_error(&cm);
+    /// }
+    /// let stats = backoff.stats();
+    /// assert!(stats.in_outage);
+    /// assert_eq!(stats.outages, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shared_outage_aware<G>(mut self, store: G) -> Self
+    where
+        G: Gate<String> + OutageStatus + 'static,
+    {
+        self.shared = Some(SharedStore::outage_aware(store));
         self
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
 use keyed_backoff::{Advanced, Gate, InBackoff};
-use keyed_backoff_outage::OutageAware;
+use keyed_backoff_outage::{OutageAware, OutageStatus};
 use kube::runtime::reflector::Lookup;
 
 use crate::key::ObjectKey;
@@ -129,15 +129,18 @@ where
         }
     }
 
-    /// The outage wrapper's state, when there is one.
+    /// The outage's state, when the gate follows one: the builder's
+    /// outage wrapper, or an outage-aware shared store (a fleet's).
     pub(crate) fn outage(&self) -> Option<OutageState> {
-        match self {
-            ObjectGate::Plain(_) | ObjectGate::Shared(_) => None,
-            ObjectGate::Outage(w) => Some(OutageState {
-                in_outage: w.in_outage(),
-                parked: w.parked(),
-                outages: w.outages(),
-            }),
-        }
+        let status: &dyn OutageStatus = match self {
+            ObjectGate::Plain(_) => return None,
+            ObjectGate::Outage(w) => &**w,
+            ObjectGate::Shared(s) => s.outage()?,
+        };
+        Some(OutageState {
+            in_outage: status.in_outage(),
+            parked: status.parked(),
+            outages: status.outages(),
+        })
     }
 }

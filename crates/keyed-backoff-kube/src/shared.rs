@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff_outage::OutageStatus;
 use kube::runtime::reflector::Lookup;
 
 use crate::key::ObjectKey;
@@ -65,13 +66,29 @@ impl<G: Gate<String> + 'static> Store for Adapter<G> {
     }
 }
 
-/// The store a builder was given, until it builds.
+/// The store a builder was given, until it builds, and what it reports of
+/// an outage when it is outage-aware.
 #[derive(Clone)]
-pub(crate) struct SharedStore(Arc<dyn Store>);
+pub(crate) struct SharedStore {
+    store: Arc<dyn Store>,
+    status: Option<Arc<dyn OutageStatus>>,
+}
 
 impl SharedStore {
     pub(crate) fn new<G: Gate<String> + 'static>(gate: G) -> Self {
-        SharedStore(Arc::new(Adapter(Arc::new(gate))))
+        SharedStore {
+            store: Arc::new(Adapter(Arc::new(gate))),
+            status: None,
+        }
+    }
+
+    /// A store that follows an outage (its own, or a fleet's).
+    pub(crate) fn outage_aware<G: Gate<String> + OutageStatus + 'static>(gate: G) -> Self {
+        let gate = Arc::new(gate);
+        SharedStore {
+            store: Arc::new(Adapter(Arc::clone(&gate))),
+            status: Some(gate),
+        }
     }
 }
 
@@ -84,6 +101,7 @@ impl fmt::Debug for SharedStore {
 /// The store and its fallback.
 pub(crate) struct SharedGate<K: Lookup> {
     store: Arc<dyn Store>,
+    status: Option<Arc<dyn OutageStatus>>,
     local: Arc<ObjectManager<K>>,
     /// Answers given because the store could not answer.
     fallbacks: Count,
@@ -101,12 +119,18 @@ where
 {
     pub(crate) fn new(store: SharedStore, local: Arc<ObjectManager<K>>) -> Self {
         Self {
-            store: store.0,
+            store: store.store,
+            status: store.status,
             local,
             fallbacks: Count::default(),
             not_at_once: Count::default(),
             unreachable: AtomicBool::new(false),
         }
+    }
+
+    /// What the store reports of the outage it follows, when it does.
+    pub(crate) fn outage(&self) -> Option<&dyn OutageStatus> {
+        self.status.as_deref()
     }
 
     /// The in-process fallback.

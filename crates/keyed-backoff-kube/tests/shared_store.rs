@@ -328,7 +328,7 @@ async fn two_replicas_share_one_outage() {
                 .unwrap(),
         );
         let backoff = ObjectBackoff::<ConfigMap>::builder(initial, max)
-            .shared(Arc::clone(&gate))
+            .shared_outage_aware(Arc::clone(&gate))
             .build()
             .unwrap();
         (gate, backoff)
@@ -341,6 +341,10 @@ async fn two_replicas_share_one_outage() {
             .unwrap_err();
     }
     assert!(one_gate.in_outage());
+    // The controller's own figures are the fleet's.
+    let c = one.stats();
+    assert!(c.in_outage, "{c:?}");
+    assert_eq!(c.outages, 1);
 
     let d = Arc::new(configmap("d", 1));
     let mut failing = two.reconciler(|_, _: Arc<()>| async { Err::<Action, _>(support::Failed) });
@@ -351,4 +355,8 @@ async fn two_replicas_share_one_outage() {
     }
     assert!(two_gate.in_outage(), "the second replica saw no outage");
     assert_eq!(two.level(&d).await, None, "d climbed a ladder of its own");
+    let c = two.stats();
+    assert!(c.in_outage && c.outages == 1 && c.parked >= 1, "{c:?}");
+    // Redis answered every call: nothing was decided in its place.
+    assert_eq!((c.fallback_answers, one.stats().fallback_answers), (0, 0));
 }

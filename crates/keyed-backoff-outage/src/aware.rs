@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::observe;
 use crate::parked::parked_failure;
 use crate::settings::OutageSettings;
+use crate::status::OutageStatus;
 use crate::watch::{Asked, Ruling, Watch};
 use keyed_backoff::Advanced;
 use keyed_backoff::Gate;
@@ -212,6 +213,20 @@ where
 
     async fn resume(&self, key: &K, level: Advanced) -> Result<(), G::Error> {
         self.inner.resume(key, level).await
+    }
+}
+
+impl<G: Send + Sync, C: Clock> OutageStatus for OutageAware<G, C> {
+    fn in_outage(&self) -> bool {
+        OutageAware::in_outage(self)
+    }
+
+    fn parked(&self) -> usize {
+        OutageAware::parked(self)
+    }
+
+    fn outages(&self) -> u64 {
+        OutageAware::outages(self)
     }
 }
 

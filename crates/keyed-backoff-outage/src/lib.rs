@@ -67,10 +67,12 @@ mod parked;
 mod release;
 mod settings;
 mod state;
+mod status;
 mod watch;
 
 pub use aware::OutageAware;
 pub use settings::OutageSettings;
+pub use status::OutageStatus;
 
 pub(crate) use state::Event;
 

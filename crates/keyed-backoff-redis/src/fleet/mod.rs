@@ -12,7 +12,7 @@ use keyed_backoff::{Advanced, ConfigError, Gate, InBackoff};
 use keyed_backoff_outage::__fleet::{
     FleetAsk, FleetDetector, FleetRules, FleetRuling, parked_failure,
 };
-use keyed_backoff_outage::OutageSettings;
+use keyed_backoff_outage::{OutageSettings, OutageStatus};
 use parking_lot::Mutex;
 use redis::aio::ConnectionLike;
 
@@ -340,6 +340,24 @@ where
 
     async fn resume(&self, key: &String, level: Advanced) -> Result<(), StoreError> {
         self.store.resume(key, level).await
+    }
+}
+
+/// The fleet's figures, as this replica last saw them.
+impl<C> OutageStatus for FleetOutageAware<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    fn in_outage(&self) -> bool {
+        FleetOutageAware::in_outage(self)
+    }
+
+    fn parked(&self) -> usize {
+        usize::try_from(FleetOutageAware::parked(self)).unwrap_or(usize::MAX)
+    }
+
+    fn outages(&self) -> u64 {
+        FleetOutageAware::outages(self)
     }
 }
 
