@@ -230,8 +230,8 @@ async fn keyed_clients_honouring_retry_after_cut_the_elephants_429s() {
     // The elephant was refused in both runs, and at most half as often
     // with the layer: a layer that did not hold the elephant back would be
     // refused about as often. (Runs print far more: hundreds of times on a
-    // quiet machine, 5x to 60x on two cores beside four busy loops and
-    // other builds.)
+    // quiet machine, 4x to 60x on two cores beside busy loops and other
+    // builds.)
     assert!(keyed.elephant_refused > 0, "{keyed:?}");
     assert!(
         per_second(&plain) >= 2.0 * per_second(&keyed),
