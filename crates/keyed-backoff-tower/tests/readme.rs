@@ -78,26 +78,29 @@ async fn readme_example_429_retry_after_holds_that_key_and_no_other() {
             .unwrap()
     };
 
+    let sent = std::time::Instant::now();
     let first = client.clone().oneshot(get(busy)).await.unwrap();
     assert_eq!(first.status(), 429);
     assert_eq!(busy_reached.load(Ordering::SeqCst), 1);
 
     // That key is held for the server's 30 s, far past the backoff's own
     // 100 ms: the next request is refused without reaching the server.
+    // The hold began after `sent`, so what is left of it is at least 30 s
+    // less the time since then, however slow the machine.
+    let held = |remaining: Duration| {
+        remaining <= Duration::from_secs(30)
+            && remaining + sent.elapsed() >= Duration::from_secs(30)
+    };
     let refused = client.clone().oneshot(get(busy)).await.unwrap_err();
     let refused = refused
         .downcast_ref::<InBackoff>()
         .expect("refused by the layer");
-    assert!(refused.remaining > Duration::from_secs(29), "{refused:?}");
-    assert!(refused.remaining <= Duration::from_secs(30), "{refused:?}");
+    assert!(held(refused.remaining), "{refused:?}");
     assert_eq!(busy_reached.load(Ordering::SeqCst), 1);
     let key = busy.to_string();
     let now = || backoff.clock().now();
-    assert!(
-        backoff
-            .remaining(&key, now())
-            .is_some_and(|r| r > Duration::from_secs(29))
-    );
+    let remaining = backoff.remaining(&key, now());
+    assert!(remaining.is_some_and(held), "{remaining:?}");
     assert_eq!(backoff.attempts(&key), 1);
 
     // No other key is.
