@@ -17,6 +17,7 @@
 //!
 //! Not API: the Redis crate's hook, with no semver promise.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
@@ -114,6 +115,15 @@ pub struct FleetStep {
 }
 
 impl FleetStep {
+    /// The decision alone, without what it changed.
+    pub fn decision(&self) -> FleetDecision {
+        FleetDecision {
+            ruling: self.ruling,
+            view: self.view,
+            event: self.event,
+        }
+    }
+
     /// Tells operators of the change of state it made, if any (the core's
     /// `tracing` events and `metrics` counters for outages).
     pub fn report(&self) {
@@ -168,31 +178,34 @@ impl FleetDetector {
     }
 }
 
-/// The one parked key a fleet's call loads.
-struct One {
-    entry: Option<Parked<Option<Advanced>>>,
+/// The parked keys a fleet's call loads: those it asks about, by hash,
+/// with the count of every parked key and the generation from the state.
+#[derive(Debug, Clone, Default)]
+struct Many {
+    entries: HashMap<u64, Parked<Option<Advanced>>>,
     count: u64,
     generation: u64,
 }
 
-impl Home<Option<Advanced>> for One {
-    fn park(&mut self, _: u64, level: Option<Advanced>) -> &mut Parked<Option<Advanced>> {
-        if self.entry.is_none() {
-            self.count = self.count.saturating_add(1);
-        }
-        self.entry.get_or_insert_with(|| Parked::new(level))
+impl Home<Option<Advanced>> for Many {
+    fn park(&mut self, hash: u64, level: Option<Advanced>) -> &mut Parked<Option<Advanced>> {
+        let count = &mut self.count;
+        self.entries.entry(hash).or_insert_with(|| {
+            *count = count.saturating_add(1);
+            Parked::new(level)
+        })
     }
 
-    fn find(&mut self, _: u64) -> Option<&mut Parked<Option<Advanced>>> {
-        self.entry.as_mut()
+    fn find(&mut self, hash: u64) -> Option<&mut Parked<Option<Advanced>>> {
+        self.entries.get_mut(&hash)
     }
 
-    fn get(&self, _: u64) -> Option<&Parked<Option<Advanced>>> {
-        self.entry.as_ref()
+    fn get(&self, hash: u64) -> Option<&Parked<Option<Advanced>>> {
+        self.entries.get(&hash)
     }
 
-    fn unpark(&mut self, _: u64) {
-        if self.entry.take().is_some() {
+    fn unpark(&mut self, hash: u64) {
+        if self.entries.remove(&hash).is_some() {
             self.count = self.count.saturating_sub(1);
         }
     }
@@ -206,9 +219,99 @@ impl Home<Option<Advanced>> for One {
     }
 
     fn clear(&mut self) {
-        self.entry = None;
+        self.entries.clear();
         self.count = 0;
         self.generation = self.generation.wrapping_add(1);
+    }
+}
+
+/// Decisions for the keys one call loaded, made in order on the shared
+/// state as the decisions before left it, and written back once
+/// ([`written`](Self::written)): a replica decides for every key its
+/// callers asked about meanwhile on one load of the state.
+#[derive(Debug, Clone)]
+pub struct FleetBatch {
+    shared: State,
+    home: Many,
+    /// The state's text as loaded.
+    loaded: Option<String>,
+    /// The keys' entries as loaded (absent when of another generation).
+    before: HashMap<u64, Option<Parked<Option<Advanced>>>>,
+    /// Keys whose entry could not be read, and why.
+    damaged: HashMap<u64, String>,
+    /// The generation as loaded.
+    generation: u64,
+    /// Whether a decision other than a peek was made.
+    asked: bool,
+}
+
+/// What a batch writes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetWrite {
+    /// The new state, when it changed.
+    pub state: Option<String>,
+    /// The parked entries that changed.
+    pub entries: Vec<(u64, EntryChange)>,
+    /// Whether the generation changed: every parked entry stored before
+    /// is stale now.
+    pub cleared: bool,
+}
+
+/// One decision of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct FleetDecision {
+    /// What the key may do.
+    pub ruling: FleetRuling,
+    /// What the state is after it.
+    pub view: FleetView,
+    event: Option<Event>,
+}
+
+impl FleetDecision {
+    /// Tells operators of the change of state it made, if any (the
+    /// `tracing` events and `metrics` counters for outages).
+    pub fn report(&self) {
+        if let Some(event) = self.event {
+            crate::observe::outage(event);
+        }
+    }
+}
+
+impl FleetBatch {
+    /// What the state is now.
+    pub fn view(&self) -> FleetView {
+        view(&self.shared, &self.home)
+    }
+
+    /// What the decisions so far changed, to write back.
+    pub fn written(&self) -> FleetWrite {
+        let cleared = self.home.generation != self.generation;
+        let text = encode(&self.shared, &self.home);
+        let changed = self.asked && self.loaded.as_deref() != Some(text.as_str());
+        let mut entries = Vec::new();
+        if self.asked {
+            let keys = self.before.keys().chain(self.home.entries.keys());
+            let mut keys: Vec<u64> = keys.copied().collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for hash in keys {
+                let now = self.home.entries.get(&hash);
+                let before = self.before.get(&hash).and_then(Option::as_ref);
+                if now == before && !cleared {
+                    continue;
+                }
+                let change = match now {
+                    None => EntryChange::Remove,
+                    Some(parked) => EntryChange::Put(encode_entry(parked, self.home.generation)),
+                };
+                entries.push((hash, change));
+            }
+        }
+        FleetWrite {
+            state: changed.then_some(text),
+            entries,
+            cleared,
+        }
     }
 }
 
@@ -243,14 +346,14 @@ impl FleetRules {
 
     /// The state `state` (none yet when `None`), read.
     pub fn view(&self, state: Option<&str>) -> Result<FleetView, String> {
-        let (state, one) = self.load(state, None)?;
+        let (state, one) = self.load(state)?;
         Ok(view(&state, &one))
     }
 
     /// Decides `ask` for the key with `hash` at `at` (on the fleet's time
     /// line), on the shared `state` and the key's parked `entry` as
     /// loaded; `level` is the key's own level now. An error names what
-    /// could not be read.
+    /// could not be read. A batch of one: see [`batch`](Self::batch).
     pub fn step(
         &self,
         state: Option<&str>,
@@ -260,9 +363,84 @@ impl FleetRules {
         ask: FleetAsk,
         level: Option<Advanced>,
     ) -> Result<FleetStep, String> {
+        let mut batch = self.batch(state, [(hash, entry)])?;
+        let decision = self.decide(&mut batch, hash, at, ask, level)?;
+        let written = batch.written();
+        let entry = written
+            .entries
+            .into_iter()
+            .find(|(h, _)| *h == hash)
+            .map_or(EntryChange::Keep, |(_, change)| change);
+        Ok(FleetStep {
+            ruling: decision.ruling,
+            state: written.state,
+            entry,
+            cleared: written.cleared,
+            view: decision.view,
+            event: decision.event,
+        })
+    }
+
+    /// A batch on the shared `state` (none yet when `None`) and the
+    /// parked `entries` of the keys it will decide for, by hash, as
+    /// loaded. An error names what could not be read in the state; an
+    /// entry that cannot be read is an error of its key's decision alone.
+    pub fn batch<'a>(
+        &self,
+        state: Option<&str>,
+        entries: impl IntoIterator<Item = (u64, Option<&'a str>)>,
+    ) -> Result<FleetBatch, String> {
+        let (shared, mut home) = self.load(state)?;
+        let (mut before, mut damaged) = (HashMap::new(), HashMap::new());
+        for (hash, text) in entries {
+            let entry = match text.map(decode_entry) {
+                None => None,
+                Some(Some((generation, parked))) => {
+                    (generation == home.generation).then_some(parked)
+                }
+                Some(None) => {
+                    let text = text.unwrap_or_default();
+                    damaged.insert(
+                        hash,
+                        format!("a parked key of format {FORMAT}, not {text:?}"),
+                    );
+                    continue;
+                }
+            };
+            if let Some(parked) = &entry {
+                home.entries.insert(hash, parked.clone());
+            }
+            before.insert(hash, entry);
+        }
+        Ok(FleetBatch {
+            generation: home.generation,
+            shared,
+            home,
+            loaded: state.map(str::to_owned),
+            before,
+            damaged,
+            asked: false,
+        })
+    }
+
+    /// Decides `ask` for the key with `hash` (one of the batch's keys) at
+    /// `at` on the fleet's time line, on the state as the batch's decisions
+    /// so far left it; `level` is the key's own level now. An error says
+    /// why the key's parked entry could not be read.
+    pub fn decide(
+        &self,
+        batch: &mut FleetBatch,
+        hash: u64,
+        at: Duration,
+        ask: FleetAsk,
+        level: Option<Advanced>,
+    ) -> Result<FleetDecision, String> {
+        if let Some(damage) = batch.damaged.get(&hash) {
+            return Err(damage.clone());
+        }
         let settings = &self.settings;
-        let (mut shared, mut one) = self.load(state, entry)?;
-        let (before, generation) = (one.entry.clone(), one.generation);
+        let (shared, home) = (&mut batch.shared, &mut batch.home);
+        batch.asked |= ask != FleetAsk::Peek;
         let mut event = None;
         let ruling = match ask {
             FleetAsk::Claim | FleetAsk::Failure => {
@@ -270,7 +448,7 @@ impl FleetRules {
                     FleetAsk::Claim => Asked::Claim,
                     _ => Asked::Failure,
                 };
-                let (ruling, e) = shared.decide(settings, &mut one, hash, at, asked, level);
+                let (ruling, e) = shared.decide(settings, home, hash, at, asked, level);
                 event = e;
                 match ruling {
                     Ruling::Free => FleetRuling::Free,
@@ -283,11 +461,11 @@ impl FleetRules {
             }
             FleetAsk::Success => {
                 if shared.active() {
-                    event = shared.succeeded(settings, &mut one, hash, at);
+                    event = shared.succeeded(settings, home, hash, at);
                 }
                 FleetRuling::Free
             }
-            FleetAsk::Peek => match shared.peek(&one, hash, at, level) {
+            FleetAsk::Peek => match shared.peek(&*home, hash, at, level) {
                 Some(wait) => FleetRuling::Parked {
                     wait,
                     counted: false,
@@ -297,41 +475,24 @@ impl FleetRules {
             FleetAsk::Begin(Declared(counts)) => {
                 if !shared.in_outage() {
                     shared.detector = Detector::resumed(settings, Some(0));
-                    shared.begin(settings, &mut one, at);
+                    shared.begin(settings, home, at);
                     event = Some(Event::Began(counts));
                 }
                 FleetRuling::Free
             }
         };
-        let cleared = one.generation != generation;
-        let written = encode(&shared, &one);
-        let changed = ask != FleetAsk::Peek && state != Some(written.as_str());
-        let entry = match &one.entry {
-            _ if ask == FleetAsk::Peek || (one.entry == before && !cleared) => EntryChange::Keep,
-            None => EntryChange::Remove,
-            Some(parked) => EntryChange::Put(encode_entry(parked, one.generation)),
-        };
-        Ok(FleetStep {
+        Ok(FleetDecision {
             ruling,
-            state: changed.then_some(written),
-            entry,
-            cleared,
-            view: view(&shared, &one),
+            view: batch.view(),
             event,
         })
     }
 
-    /// The state and the key's entry, read; an entry of another
-    /// generation is absent.
-    fn load(&self, state: Option<&str>, entry: Option<&str>) -> Result<(State, One), String> {
+    /// The state, read, with no parked key loaded yet.
+    fn load(&self, state: Option<&str>) -> Result<(State, Many), String> {
         let settings = &self.settings;
         let Some(text) = state else {
-            let one = One {
-                entry: None,
-                count: 0,
-                generation: 0,
-            };
-            return Ok((State::new(settings), one));
+            return Ok((State::new(settings), Many::default()));
         };
         let bad = || format!("an outage state of format {FORMAT}, not {text:?}");
         let mut words = Words(text.split(' '));
@@ -359,24 +520,18 @@ impl FleetRules {
                 outages,
                 released,
             };
-            let one = One {
-                entry: None,
+            let home = Many {
+                entries: HashMap::new(),
                 count,
                 generation,
             };
-            words.0.next().is_none().then_some((shared, one))
+            words.0.next().is_none().then_some((shared, home))
         })();
-        let (shared, mut one) = decoded.ok_or_else(bad)?;
-        if let Some(entry) = entry {
-            let parked = decode_entry(entry)
-                .ok_or_else(|| format!("a parked key of format {FORMAT}, not {entry:?}"))?;
-            one.entry = (parked.0 == one.generation).then_some(parked.1);
-        }
-        Ok((shared, one))
+        decoded.ok_or_else(bad)
     }
 }
 
-fn view(shared: &State, one: &One) -> FleetView {
+fn view(shared: &State, one: &Many) -> FleetView {
     FleetView {
         active: shared.active(),
         in_outage: shared.in_outage(),
@@ -388,7 +543,7 @@ fn view(shared: &State, one: &One) -> FleetView {
 
 /// The state as text: the format, the generation, the counters, the
 /// detector's run of successes, the phase and the latest attempts.
-fn encode(shared: &State, one: &One) -> String {
+fn encode(shared: &State, one: &Many) -> String {
     let mut out = Text(String::from(FORMAT));
     out.numbers(&[one.generation, shared.outages, shared.released, one.count]);
     out.maybe(shared.detector.streak().map(u64::from));

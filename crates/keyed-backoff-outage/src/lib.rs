@@ -82,7 +82,7 @@ pub(crate) use state::Event;
 #[doc(hidden)]
 pub mod __fleet {
     pub use crate::fleet::{
-        Declared, EntryChange, FleetAsk, FleetDetector, FleetRules, FleetRuling, FleetStep,
-        FleetView, parked_failure,
+        Declared, EntryChange, FleetAsk, FleetBatch, FleetDecision, FleetDetector, FleetRules,
+        FleetRuling, FleetStep, FleetView, FleetWrite, parked_failure,
     };
 }

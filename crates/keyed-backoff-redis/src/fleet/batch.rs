@@ -54,11 +54,14 @@ impl<Q, A> Batches<Q, A> {
         let mut queue = self.0.lock();
         queue.waiting.push_back((question, tx));
         let lead = !std::mem::replace(&mut queue.leading, true);
-        let leader = Leader {
+        drop(queue);
+        // Made only by the caller that leads: a leader dropped unused would
+        // hand the lead away.
+        let leader = lead.then(|| Leader {
             batches: self,
             done: false,
-        };
-        (rx, lead.then_some(leader))
+        });
+        (rx, leader)
     }
 }
 
@@ -98,5 +101,62 @@ impl<Q, A> Drop for Leader<'_, Q, A> {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(rx: &mut oneshot::Receiver<Told<u32>>) -> Option<u32> {
+        match rx.try_recv() {
+            Ok(Told::Answer(a)) => Some(a),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_first_caller_leads_and_serves_every_question_asked_meanwhile() {
+        let batches = Batches::<u32, u32>::new();
+        let (mut first, leader) = batches.join(1);
+        let mut leader = leader.expect("nobody led: the first caller leads");
+        // Asked while the first leads: no second leader.
+        let (mut second, none) = batches.join(2);
+        assert!(none.is_none());
+        let (mut third, none) = batches.join(3);
+        assert!(none.is_none());
+        let batch = leader.next().expect("three questions");
+        assert_eq!(batch.iter().map(|(q, _)| *q).collect::<Vec<_>>(), [1, 2, 3]);
+        for (q, tx) in batch {
+            let _ = tx.send(Told::Answer(q * 10));
+        }
+        assert!(leader.next().is_none(), "the queue is empty");
+        assert_eq!(
+            [answer(&mut first), answer(&mut second), answer(&mut third)],
+            [Some(10), Some(20), Some(30)]
+        );
+        // Nobody leads any more: the next caller does.
+        assert!(batches.join(4).1.is_some());
+    }
+
+    #[test]
+    fn a_leader_dropped_mid_batch_hands_the_lead_to_the_first_question_waiting() {
+        let batches = Batches::<u32, u32>::new();
+        let (mut first, leader) = batches.join(1);
+        let mut leader = leader.unwrap();
+        let batch = leader.next().unwrap();
+        let (mut second, _) = batches.join(2);
+        let (mut third, _) = batches.join(3);
+        drop(batch);
+        drop(leader);
+        // The batch's question lost its answer; the first waiting leads.
+        assert!(matches!(
+            first.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+        assert!(matches!(second.try_recv(), Ok(Told::Lead)));
+        assert!(third.try_recv().is_err());
+        // Asked again, it leads.
+        assert!(batches.join(2).1.is_some());
     }
 }

@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use keyed_backoff::Advanced;
-use keyed_backoff_outage::__fleet::{EntryChange, FleetAsk, FleetRules, FleetStep, FleetView};
+use keyed_backoff_outage::__fleet::{
+    EntryChange, FleetAsk, FleetDecision, FleetRules, FleetStep, FleetView, FleetWrite,
+};
 use parking_lot::Mutex;
 use redis::Script;
 use redis::aio::ConnectionLike;
@@ -73,11 +75,14 @@ pub(crate) struct Shared<C> {
     keys: [String; 2],
     pub(crate) seen: Mutex<Seen>,
     /// The steps asked for while one is under way.
-    batches: Batches<Ask, Result<FleetStep, StoreError>>,
+    batches: Batches<Ask, Answer>,
     /// Whether the state Redis holds was found not ours (reported once,
     /// until a state of ours is read again).
     foreign: AtomicBool,
 }
+
+/// A step's answer to its caller.
+type Answer = Result<FleetDecision, StoreError>;
 
 /// One step a caller asks for.
 #[derive(Clone, Copy)]
@@ -164,7 +169,7 @@ where
         hash: u64,
         ask: FleetAsk,
         level: Option<Advanced>,
-    ) -> Result<FleetStep, StoreError> {
+    ) -> Result<FleetDecision, StoreError> {
         let deadline = Instant::now() + self.transport.timeout();
         let asked = Ask {
             hash,
@@ -195,67 +200,74 @@ where
     /// their entries, and stores what changed in one compare-and-set
     /// (loaded and decided again on a conflict; a step whose caller's
     /// timeout has passed meanwhile fails with `TimedOut`).
-    async fn decide(&self, rules: &FleetRules, asks: &[Ask]) -> Vec<Result<FleetStep, StoreError>> {
-        let mut out: Vec<Option<Result<FleetStep, StoreError>>> = vec![None; asks.len()];
+    async fn decide(&self, rules: &FleetRules, asks: &[Ask]) -> Vec<Answer> {
+        let mut out: Vec<Option<Answer>> = vec![None; asks.len()];
         let mut open: Vec<usize> = (0..asks.len()).collect();
         while !open.is_empty() && !self.alone() {
             let fields: Vec<String> = open.iter().map(|&i| field(asks[i].hash)).collect();
-            let (loaded, state, view) = match self.load_read(rules, &fields).await {
-                Ok(read) => read,
-                Err(e) if self.alone_after(&e) => break,
-                Err(e) => {
-                    open.iter().for_each(|&i| out[i] = Some(Err(e.clone())));
-                    open.clear();
-                    break;
-                }
-            };
-            let at = self.fleet_now(&loaded);
-            let keys = open.iter().map(|&i| asks[i].hash).collect();
-            let mut batch = Batch::new(state, view, &loaded, keys);
-            for &i in &open {
-                let a = &asks[i];
-                let entry = batch.entry(a.hash);
-                out[i] = Some(
-                    rules
-                        .step(
-                            batch.state.as_deref(),
-                            entry.as_deref(),
-                            a.hash,
-                            at,
-                            a.ask,
-                            a.level,
-                        )
-                        .map(|step| batch.apply(a.hash, step))
-                        .map_err(|d| self.corrupt(d)),
-                );
-            }
-            let Some(written) = batch.to_write(&loaded) else {
-                self.saw(batch.state, batch.view, &loaded);
-                open.clear();
-                break;
-            };
-            match self.store(&loaded, &written, &batch).await {
-                Ok(true) => {
-                    self.saw(Some(written), batch.view, &loaded);
-                    for &i in &open {
-                        if let Some(Ok(step)) = &out[i] {
-                            step.report();
+            let failed = match self.load_read(rules, &fields).await {
+                Ok((loaded, state, _)) => {
+                    let at = self.fleet_now(&loaded);
+                    let entries = open.iter().map(|&i| asks[i].hash);
+                    let entries = entries.zip(loaded.entries.iter().map(Option::as_deref));
+                    let mut batch = match rules.batch(state.as_deref(), entries) {
+                        Ok(batch) => batch,
+                        Err(d) => {
+                            // Read by load_read already: cannot happen.
+                            let e = self.corrupt(d);
+                            open.iter().for_each(|&i| out[i] = Some(Err(e.clone())));
+                            break;
                         }
+                    };
+                    for &i in &open {
+                        let a = &asks[i];
+                        let decided = rules.decide(&mut batch, a.hash, at, a.ask, a.level);
+                        out[i] = Some(decided.map_err(|d| self.corrupt(d)));
                     }
-                    open.clear();
+                    let written = batch.written();
+                    // A change always writes a state (a parked key is
+                    // counted in it); no state anywhere, nothing to write.
+                    let changed = written.state.is_some() || !written.entries.is_empty();
+                    let text = written.state.clone().or(state.clone());
+                    match text.filter(|_| changed || state != loaded.state) {
+                        None => {
+                            self.saw(state, batch.view(), &loaded);
+                            open.clear();
+                            None
+                        }
+                        Some(text) => match self.store(&loaded, &text, &written).await {
+                            Ok(true) => {
+                                self.saw(Some(text), batch.view(), &loaded);
+                                for &i in &open {
+                                    if let Some(Ok(decision)) = &out[i] {
+                                        decision.report();
+                                    }
+                                }
+                                open.clear();
+                                None
+                            }
+                            Ok(false) => {
+                                // Another replica wrote first: decided again,
+                                // on what it wrote, for the callers still
+                                // within their time.
+                                let now = Instant::now();
+                                open.retain(|&i| {
+                                    let late = now >= asks[i].deadline;
+                                    out[i] = late.then(|| Err(self.transport.timed_out()));
+                                    !late
+                                });
+                                None
+                            }
+                            Err(e) => Some(e),
+                        },
+                    }
                 }
-                Ok(false) => {
-                    // Another replica wrote first: decided again, on what
-                    // it wrote, for the callers still within their time.
-                    let now = Instant::now();
-                    open.retain(|&i| {
-                        let late = now >= asks[i].deadline;
-                        out[i] = late.then(|| Err(self.transport.timed_out()));
-                        !late
-                    });
-                }
-                Err(e) if self.alone_after(&e) => break,
-                Err(e) => {
+                Err(e) => Some(e),
+            };
+            match failed {
+                None => {}
+                Some(e) if self.alone_after(&e) => break,
+                Some(e) => {
                     open.iter().for_each(|&i| out[i] = Some(Err(e.clone())));
                     open.clear();
                 }
@@ -267,10 +279,11 @@ where
         // asking Redis again).
         for i in open {
             let a = &asks[i];
-            out[i] = Some(Ok(self.step_alone(rules, a.hash, a.ask, a.level)));
+            let step = self.step_alone(rules, a.hash, a.ask, a.level);
+            out[i] = Some(Ok(step.decision()));
         }
         out.into_iter()
-            .map(|step| step.expect("every step decided"))
+            .map(|answer| answer.expect("every step decided"))
             .collect()
     }
 
@@ -404,19 +417,26 @@ where
 
     /// Writes `state` and the batch's entries unless the version moved
     /// since `loaded`; whether it did.
-    async fn store(&self, loaded: &Loaded, state: &str, batch: &Batch) -> Result<bool, StoreError> {
+    async fn store(
+        &self,
+        loaded: &Loaded,
+        state: &str,
+        written: &FleetWrite,
+    ) -> Result<bool, StoreError> {
         let mut invocation = SCRIPT.key(&self.keys[0]);
         invocation
             .key(&self.keys[1])
             .arg("store")
             .arg(loaded.version)
             .arg(state)
-            .arg(if batch.cleared { "1" } else { "0" })
+            .arg(if written.cleared { "1" } else { "0" })
             .arg(KEPT_MS);
-        for (hash, text) in &batch.changes {
-            invocation
-                .arg(field(*hash))
-                .arg(text.as_deref().unwrap_or("-"));
+        for (hash, change) in &written.entries {
+            let text = match change {
+                EntryChange::Put(text) => text.as_str(),
+                EntryChange::Remove | EntryChange::Keep => "-",
+            };
+            invocation.arg(field(*hash)).arg(text);
         }
         let written: u8 = self.transport.invoke(&self.keys[0], &invocation).await?;
         Ok(written == 1)
@@ -434,75 +454,6 @@ where
 /// The field of the key with `hash` in the parked keys' hash.
 fn field(hash: u64) -> String {
     format!("{hash:016x}")
-}
-
-/// The decisions of one batch so far, made in order on one load.
-struct Batch {
-    /// The state as the steps so far left it.
-    state: Option<String>,
-    /// What the state is now.
-    view: FleetView,
-    /// Each key's parked entry as the steps so far left it.
-    entries: HashMap<u64, Option<String>>,
-    /// The entries to write (`None`: removed), since the last new
-    /// generation.
-    changes: HashMap<u64, Option<String>>,
-    /// Whether a step began a new generation (every entry stored before
-    /// it is stale).
-    cleared: bool,
-}
-
-impl Batch {
-    /// Nothing decided yet on `loaded`, read as `state` and `view`; the
-    /// entries loaded are those of the keys `open` asks about.
-    fn new(state: Option<String>, view: FleetView, loaded: &Loaded, keys: Vec<u64>) -> Self {
-        let entries = keys
-            .into_iter()
-            .zip(loaded.entries.iter().cloned())
-            .collect();
-        Batch {
-            state,
-            view,
-            entries,
-            changes: HashMap::new(),
-            cleared: false,
-        }
-    }
-
-    /// The key's parked entry now.
-    fn entry(&self, hash: u64) -> Option<String> {
-        self.entries.get(&hash).cloned().flatten()
-    }
-
-    /// What `step`, decided for the key with `hash`, changed.
-    fn apply(&mut self, hash: u64, step: FleetStep) -> FleetStep {
-        if step.cleared {
-            self.cleared = true;
-            self.changes.clear();
-        }
-        let text = match &step.entry {
-            EntryChange::Keep => None,
-            EntryChange::Put(text) => Some(Some(text.clone())),
-            EntryChange::Remove => Some(None),
-        };
-        if let Some(text) = text {
-            self.entries.insert(hash, text.clone());
-            self.changes.insert(hash, text);
-        }
-        if let Some(state) = &step.state {
-            self.state = Some(state.clone());
-        }
-        self.view = step.view;
-        step
-    }
-
-    /// The state to store, if anything changed (a change always writes a
-    /// state: a parked key is counted in it); `None` when nothing did, or
-    /// there is no state to write.
-    fn to_write(&self, loaded: &Loaded) -> Option<String> {
-        let changed = self.cleared || !self.changes.is_empty() || self.state != loaded.state;
-        changed.then(|| self.state.clone()).flatten()
-    }
 }
 
 fn nanos(d: Duration) -> u64 {
