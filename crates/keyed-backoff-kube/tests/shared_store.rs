@@ -266,6 +266,11 @@ fn requeue_after(action: &Action) -> Duration {
     Duration::from_secs_f64(number.parse::<f64>().expect("a number") * scale)
 }
 
+/// The store's timeout in the suites on real time: long enough that Redis
+/// answers every call on a busy machine, so that nothing is decided in its
+/// place.
+const REAL_TIME_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// On Redis' own clock (`TIME`, the default) and real time: a failure
 /// recorded through one controller's backoff makes a run through a new
 /// one, on its own connection, skip for the wait left.
@@ -277,6 +282,7 @@ async fn on_redis_time_a_new_backoff_skips_for_the_wait_left() {
     let backoff = || async {
         let store = RedisBackoff::builder(initial, max)
             .prefix(prefix.clone())
+            .timeout(REAL_TIME_TIMEOUT)
             .open(&server.url)
             .await
             .unwrap();
@@ -288,6 +294,7 @@ async fn on_redis_time_a_new_backoff_skips_for_the_wait_left() {
     let (first, second) = (backoff().await, backoff().await);
     let cm = Arc::new(configmap("a", 1));
     let mut failing = first.reconciler(|_, _: Arc<()>| async { Err::<Action, _>(support::Failed) });
+    let failed = std::time::Instant::now();
     let err = failing(cm.clone(), Arc::new(())).await.unwrap_err();
     assert_eq!(err.requeue(), Some(Action::requeue(initial)));
 
@@ -297,9 +304,13 @@ async fn on_redis_time_a_new_backoff_skips_for_the_wait_left() {
         Ok::<Action, support::Failed>(Action::await_change())
     });
     let wait = requeue_after(&never(cm.clone(), Arc::new(())).await.unwrap());
+    // What is left of the failure's 10 s when the second backoff asked: at
+    // least 10 s less the time since just before the failure, however slow
+    // the machine (Redis' clock and ours within 5 ms).
+    let since = failed.elapsed();
     assert!(
-        wait <= initial && wait > initial - Duration::from_secs(2),
-        "{wait:?}"
+        wait <= initial && wait + since + Duration::from_millis(5) >= initial,
+        "{wait:?} left {since:?} after the failure"
     );
     assert_eq!(second.level(&cm).await, level(10, 1));
     let c = second.stats();
@@ -319,6 +330,7 @@ async fn two_replicas_share_one_outage() {
     let replica = || async {
         let store = RedisBackoff::builder(initial, max)
             .prefix(prefix.clone())
+            .timeout(REAL_TIME_TIMEOUT)
             .open(&server.url)
             .await
             .unwrap();
