@@ -23,17 +23,17 @@ use std::time::Duration;
 
 use crate::detector::{Change, Counts, Detector, Outcome};
 use crate::ladder::Outage;
-use crate::nanos::saturating_nanos;
 use crate::parked::Parked;
 use crate::release::Release;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Event, Home, Phase, Ruling, State};
+use crate::text::{Words, decode_entry, encode, encode_entry};
 use keyed_backoff::Advanced;
 use keyed_backoff::ConfigError;
 
 /// The version of the text written; a state of another version is an
 /// error, never guessed at.
-const FORMAT: &str = "1";
+pub(crate) const FORMAT: &str = "1";
 
 /// The answer to a parked key's failure, for the fleet's wrapper as for
 /// the in-process one.
@@ -181,10 +181,10 @@ impl FleetDetector {
 /// The parked keys a fleet's call loads: those it asks about, by hash,
 /// with the count of every parked key and the generation from the state.
 #[derive(Debug, Clone, Default)]
-struct Many {
+pub(crate) struct Many {
     entries: HashMap<u64, Parked<Option<Advanced>>>,
-    count: u64,
-    generation: u64,
+    pub(crate) count: u64,
+    pub(crate) generation: u64,
 }
 
 impl Home<Option<Advanced>> for Many {
@@ -538,117 +538,6 @@ fn view(shared: &State, one: &Many) -> FleetView {
         parked: one.count,
         outages: shared.outages,
         generation: one.generation,
-    }
-}
-
-/// The state as text: the format, the generation, the counters, the
-/// detector's run of successes, the phase and the latest attempts.
-fn encode(shared: &State, one: &Many) -> String {
-    let mut out = Text(String::from(FORMAT));
-    out.numbers(&[one.generation, shared.outages, shared.released, one.count]);
-    out.maybe(shared.detector.streak().map(u64::from));
-    match &shared.phase {
-        Phase::Normal => out.word("N"),
-        Phase::Outage(outage) => {
-            out.word("O");
-            out.numbers(&outage.parts());
-        }
-        Phase::Release(release) => {
-            out.word("R");
-            out.list(&release.parts());
-        }
-    }
-    let reached: Vec<u64> = shared
-        .reached
-        .iter()
-        .map(|t| saturating_nanos(*t))
-        .collect();
-    out.list(&reached);
-    out.0
-}
-
-/// A parked key as text: its generation, its level, and its turns.
-fn encode_entry(parked: &Parked<Option<Advanced>>, generation: u64) -> String {
-    let mut out = Text(generation.to_string());
-    out.maybe(parked.level.map(|l| saturating_nanos(l.backoff)));
-    out.numbers(&[parked.level.map_or(0, |l| u64::from(l.attempts))]);
-    out.maybe(parked.counted_in);
-    out.maybe(parked.probe_in);
-    out.maybe(parked.release_at.map(saturating_nanos));
-    out.0
-}
-
-fn decode_entry(text: &str) -> Option<(u64, Parked<Option<Advanced>>)> {
-    let mut words = Words(text.split(' '));
-    let [generation] = words.numbers()?;
-    let backoff = words.maybe()?;
-    let [attempts] = words.numbers()?;
-    let parked = Parked {
-        level: backoff.map(|b| Advanced {
-            backoff: Duration::from_nanos(b),
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-        }),
-        counted_in: words.maybe()?,
-        probe_in: words.maybe()?,
-        release_at: words.maybe()?.map(Duration::from_nanos),
-    };
-    words.0.next().is_none().then_some((generation, parked))
-}
-
-/// Text being written: words separated by spaces.
-struct Text(String);
-
-impl Text {
-    fn word(&mut self, word: &str) {
-        self.0.push(' ');
-        self.0.push_str(word);
-    }
-
-    fn numbers(&mut self, numbers: &[u64]) {
-        for n in numbers {
-            self.word(&n.to_string());
-        }
-    }
-
-    /// A number or `-` for none.
-    fn maybe(&mut self, n: Option<u64>) {
-        match n {
-            Some(n) => self.numbers(&[n]),
-            None => self.word("-"),
-        }
-    }
-
-    /// How many, then each.
-    fn list(&mut self, numbers: &[u64]) {
-        self.numbers(&[numbers.len() as u64]);
-        self.numbers(numbers);
-    }
-}
-
-/// Text being read, word by word.
-struct Words<'a>(std::str::Split<'a, char>);
-
-impl Words<'_> {
-    fn numbers<const N: usize>(&mut self) -> Option<[u64; N]> {
-        let mut out = [0; N];
-        for n in &mut out {
-            *n = self.0.next()?.parse().ok()?;
-        }
-        Some(out)
-    }
-
-    fn maybe(&mut self) -> Option<Option<u64>> {
-        match self.0.next()? {
-            "-" => Some(None),
-            word => word.parse().ok().map(Some),
-        }
-    }
-
-    fn list(&mut self) -> Option<Vec<u64>> {
-        let [len] = self.numbers()?;
-        // Collected one by one (an `Option`'s collect reserves nothing
-        // ahead), so a damaged length allocates no more than the words.
-        (0..len).map(|_| self.numbers().map(|[n]| n)).collect()
     }
 }
 

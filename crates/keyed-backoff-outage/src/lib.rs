@@ -68,6 +68,7 @@ mod release;
 mod settings;
 mod state;
 mod status;
+mod text;
 mod watch;
 
 pub use aware::OutageAware;
