@@ -27,13 +27,9 @@ use crate::parked::Parked;
 use crate::release::Release;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Event, Home, Phase, Ruling, State};
-use crate::text::{Words, decode_entry, encode, encode_entry};
+use crate::text::{FORMAT, Words, decode_entry, encode, encode_entry};
 use keyed_backoff::Advanced;
 use keyed_backoff::ConfigError;
-
-/// The version of the text written; a state of another version is an
-/// error, never guessed at.
-pub(crate) const FORMAT: &str = "1";
 
 /// The answer to a parked key's failure, for the fleet's wrapper as for
 /// the in-process one.
@@ -181,10 +177,10 @@ impl FleetDetector {
 /// The parked keys a fleet's call loads: those it asks about, by hash,
 /// with the count of every parked key and the generation from the state.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Many {
+struct Many {
     entries: HashMap<u64, Parked<Option<Advanced>>>,
-    pub(crate) count: u64,
-    pub(crate) generation: u64,
+    count: u64,
+    generation: u64,
 }
 
 impl Home<Option<Advanced>> for Many {
@@ -286,7 +282,7 @@ impl FleetBatch {
     /// What the decisions so far changed, to write back.
     pub fn written(&self) -> FleetWrite {
         let cleared = self.home.generation != self.generation;
-        let text = encode(&self.shared, &self.home);
+        let text = encode(&self.shared, self.home.generation, self.home.count);
         let changed = self.asked && self.loaded.as_deref() != Some(text.as_str());
         let mut entries = Vec::new();
         if self.asked {

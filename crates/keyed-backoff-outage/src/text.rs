@@ -5,16 +5,19 @@ use std::time::Duration;
 
 use keyed_backoff::Advanced;
 
-use crate::fleet::{FORMAT, Many};
 use crate::nanos::saturating_nanos;
 use crate::parked::Parked;
 use crate::state::{Phase, State};
 
+/// The version of the text written; a state of another version is an
+/// error, never guessed at.
+pub(crate) const FORMAT: &str = "1";
+
 /// The state as text: the format, the generation, the counters, the
 /// detector's run of successes, the phase and the latest attempts.
-pub(crate) fn encode(shared: &State, one: &Many) -> String {
+pub(crate) fn encode(shared: &State, generation: u64, count: u64) -> String {
     let mut out = Text(String::from(FORMAT));
-    out.numbers(&[one.generation, shared.outages, shared.released, one.count]);
+    out.numbers(&[generation, shared.outages, shared.released, count]);
     out.maybe(shared.detector.streak().map(u64::from));
     match &shared.phase {
         Phase::Normal => out.word("N"),
