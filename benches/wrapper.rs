@@ -38,13 +38,13 @@ use common::rounds::{Row, env, per_call, report, two_threads};
 use common::{kubelet_keys, visit_order};
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::{Backoff, Gate};
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageSettings};
 
 const KEYS: usize = 1_000;
 const MAX: Duration = Duration::from_secs(300);
 
 type Bare = Backoff<String, MockClock>;
-type Wrapped = OutageAware<Bare, MockClock>;
+type Wrapped = OutageAware<Bare, InProcess<MockClock>>;
 
 /// The output of a future that is ready at once, as every call of the
 /// in-process manager and of the wrapper over it is.

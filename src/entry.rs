@@ -38,6 +38,7 @@ pub(crate) struct Tick(pub(crate) i64);
 /// assert_eq!(level.attempts, 2);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Advanced {
     /// The key's backoff now.
     pub backoff: Duration,

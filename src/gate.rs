@@ -111,6 +111,19 @@ pub trait Gate<K>: Send + Sync {
     /// reset, or forgotten after its expiry window). Changes nothing.
     fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Self::Error>> + Send;
 
+    /// `key`'s [`level`](Gate::level) and its [`wait`](Gate::wait), read
+    /// together: a store that answers both in one round trip overrides it
+    /// (the default asks one, then the other). Changes nothing.
+    fn standing(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), Self::Error>> + Send
+    where
+        K: Sync,
+    {
+        async move { Ok((self.level(key).await?, self.wait(key).await?)) }
+    }
+
     /// Puts `key` back at `level`, its backoff just over now, unless it
     /// has a live entry: its next failure climbs from there. The one hook
     /// a wrapper needs to hold a key back for a long time (longer than
@@ -159,6 +172,19 @@ where
         ready(Ok(self.live_level(key)))
     }
 
+    fn standing(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), Infallible>> + Send
+    where
+        K: Sync,
+    {
+        ready(Ok((
+            self.live_level(key),
+            self.remaining(key, self.clock().now()),
+        )))
+    }
+
     fn resume(
         &self,
         key: &K,
@@ -203,6 +229,16 @@ impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
 
     fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, G::Error>> + Send {
         (**self).level(key)
+    }
+
+    fn standing(
+        &self,
+        key: &K,
+    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), G::Error>> + Send
+    where
+        K: Sync,
+    {
+        (**self).standing(key)
     }
 
     fn resume(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use keyed_backoff::clock::TokioClock;
 use keyed_backoff::{Advanced, Gate, InBackoff};
-use keyed_backoff_outage::{OutageAware, OutageStatus};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageStatus};
 use kube::runtime::reflector::Lookup;
 
 use crate::key::ObjectKey;
@@ -20,7 +20,7 @@ use crate::stats::{LocalAnswers, OutageState};
 /// store over it.
 pub(crate) enum ObjectGate<K: Lookup> {
     Plain(Arc<ObjectManager<K>>),
-    Outage(Box<OutageAware<Arc<ObjectManager<K>>, TokioClock>>),
+    Outage(Box<OutageAware<Arc<ObjectManager<K>>, InProcess<TokioClock>>>),
     Shared(Box<SharedGate<K>>),
 }
 

@@ -4,19 +4,24 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::observe;
+use crate::holder::{InProcess, OutageState};
 use crate::parked::parked_failure;
 use crate::settings::OutageSettings;
+use crate::shared::Shared;
+use crate::state::{Asked, Ruling};
 use crate::status::OutageStatus;
-use crate::watch::{Asked, Ruling, Watch};
+use crate::store::OutageStore;
 use keyed_backoff::Advanced;
 use keyed_backoff::Gate;
-use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
+use keyed_backoff::clock::{Clock, StdClock};
 use keyed_backoff::{ConfigError, InBackoff};
 
 /// A keyed backoff that tells a shared outage from keys failing on their
 /// own: any [`Gate`] (the in-process [`Backoff`](keyed_backoff::Backoff), a store
-/// shared by a fleet) wrapped with [`OutageSettings`].
+/// shared by a fleet) wrapped with [`OutageSettings`], the outage kept in
+/// this process ([`InProcess`], [`new`](OutageAware::new)) or shared by a
+/// fleet through an [`OutageStore`] ([`Shared`],
+/// [`shared`](OutageAware::shared)): the same decisions over either.
 ///
 /// It implements [`Gate`] itself, so whatever takes a gate (the tower
 /// layer, the kube crate) takes it too. What it adds, only through the
@@ -76,112 +81,142 @@ use keyed_backoff::{ConfigError, InBackoff};
 /// })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct OutageAware<G, C: Clock = StdClock> {
+pub struct OutageAware<G, S = InProcess> {
     inner: G,
-    clock: C,
-    epoch: C::Instant,
-    watch: Watch<Option<Advanced>>,
+    state: S,
 }
 
 impl<G> OutageAware<G> {
-    /// Wraps `inner`, timing the outage on the [`StdClock`]. Fails with
-    /// the first of `settings` out of range.
+    /// Wraps `inner`, with the outage kept in this process and timed on
+    /// the [`StdClock`]. Fails with the first of `settings` out of range.
     pub fn new(inner: G, settings: OutageSettings) -> Result<Self, ConfigError> {
         Self::with_clock(inner, settings, StdClock)
     }
 }
 
-impl<G, C: Clock> OutageAware<G, C> {
-    /// Wraps `inner`, timing the outage on `clock` (the clock of the
-    /// backoff under it, so that tests drive both).
+impl<G, C: Clock> OutageAware<G, InProcess<C>> {
+    /// Wraps `inner`, with the outage kept in this process and timed on
+    /// `clock` (the clock of the backoff under it, so that tests drive
+    /// both).
     pub fn with_clock(inner: G, settings: OutageSettings, clock: C) -> Result<Self, ConfigError> {
         let settings = settings.validate()?;
-        let seed = settings.seed.unwrap_or_else(rand::random);
-        let epoch = clock.now();
         Ok(OutageAware {
             inner,
-            clock,
-            epoch,
-            watch: Watch::new(settings, seed),
+            state: InProcess::new(settings, clock),
+        })
+    }
+}
+
+impl<G, T: OutageStore> OutageAware<G, Shared<T>> {
+    /// Wraps `inner`, with the outage shared by every replica on `store`
+    /// (see [`Shared`]), timed on the [`StdClock`]. Fails with the first of
+    /// `settings` out of range, or when neither `settings` nor the store
+    /// give a [`seed`](OutageSettings::seed). Nothing is asked of the store
+    /// until the first call.
+    pub fn shared(inner: G, settings: OutageSettings, store: T) -> Result<Self, ConfigError> {
+        Self::shared_with_clock(inner, settings, store, StdClock)
+    }
+}
+
+impl<G, T: OutageStore, C: Clock> OutageAware<G, Shared<T, C>> {
+    /// [`shared`](OutageAware::shared), timed on `clock`: the replica's own
+    /// line, which paces its time alone while the store fails (the fleet's
+    /// time is the store's).
+    pub fn shared_with_clock(
+        inner: G,
+        settings: OutageSettings,
+        store: T,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        let settings = settings.validate()?;
+        Ok(OutageAware {
+            inner,
+            state: Shared::new(store, settings, clock)?,
         })
     }
 
+    /// Whether this replica is going on alone now (see [`Shared::alone`]).
+    pub fn alone(&self) -> bool {
+        self.state.alone()
+    }
+}
+
+impl<G, S: OutageState> OutageAware<G, S> {
     /// The keyed backoff under the wrapper.
     pub fn inner(&self) -> &G {
         &self.inner
     }
 
-    /// Whether an outage is under way now.
+    /// Where the outage lives: [`InProcess`], or [`Shared`] with its store.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    /// Whether an outage is under way now (for a fleet, in the state this
+    /// replica last saw: it reads the state at every call during an
+    /// outage, and outside one at every fresh failure and at least every
+    /// 100 ms of claims and failures).
     pub fn in_outage(&self) -> bool {
-        self.watch.tally().in_outage
+        self.state.tally().in_outage
     }
 
     /// Keys parked now: during an outage, or after it until they are let
-    /// go.
+    /// go (for a fleet, across the fleet, as last seen).
     pub fn parked(&self) -> usize {
-        self.watch.tally().parked
+        self.state.tally().parked
     }
 
     /// Outages declared so far.
     pub fn outages(&self) -> u64 {
-        self.watch.tally().outages
-    }
-
-    /// Now, on the outage's time line.
-    fn now(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.epoch)
+        self.state.tally().outages
     }
 }
 
-impl<K, G, C> Gate<K> for OutageAware<G, C>
+impl<K, G, S> Gate<K> for OutageAware<G, S>
 where
     K: Hash + Sync,
     G: Gate<K>,
-    C: Clock,
+    S: OutageState,
 {
     type Error = G::Error;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        let own = self.inner.wait(key).await?;
-        if own.is_some() || !self.watch.active() {
+        if !self.state.active().await {
+            return self.inner.wait(key).await;
+        }
+        let (level, own) = self.inner.standing(key).await?;
+        if own.is_some() {
             return Ok(own);
         }
-        let level = self.inner.level(key).await?;
-        Ok(self.watch.peek(key, self.now(), level))
+        Ok(self.state.peek(key, level).await)
     }
 
+    /// During an outage the key's own wait and level are read together
+    /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        let own = self.inner.claim(key).await?;
-        if own.is_some() || !self.watch.active() {
+        if !self.state.active().await {
+            return self.inner.claim(key).await;
+        }
+        let (level, own) = self.inner.standing(key).await?;
+        if own.is_some() {
             return Ok(own);
         }
-        let level = self.inner.level(key).await?;
-        let at = self.now();
-        Ok(
-            match self
-                .watch
-                .rule(key, at, Asked::Claim, level, observe::outage)
-            {
-                Ruling::Parked { until, .. } => Some(until.saturating_sub(at)),
-                Ruling::Free | Ruling::Released { .. } => None,
-            },
-        )
+        Ok(match self.state.rule(key, Asked::Claim, level).await {
+            Ruling::Parked { until: wait, .. } => Some(wait),
+            Ruling::Free | Ruling::Released { .. } => None,
+        })
     }
 
     async fn fail(&self, key: &K) -> Result<Result<Advanced, InBackoff>, G::Error> {
-        if self.watch.active() {
-            let level = self.inner.level(key).await?;
-            let at = self.now();
-            match self
-                .watch
-                .rule(key, at, Asked::Failure, level, observe::outage)
-            {
-                Ruling::Parked { until, counted } => {
-                    // The key's own wait (its backoff or its floor) is
-                    // asked of the backoff under the wrapper, the one
-                    // place that decides it.
-                    let own = self.inner.wait(key).await?;
-                    let wait = until.saturating_sub(at);
+        if self.state.active().await {
+            // The key's own wait (its backoff or its floor) is asked of the
+            // backoff under the wrapper, the one place that decides it.
+            let (level, own) = self.inner.standing(key).await?;
+            match self.state.rule(key, Asked::Failure, level).await {
+                Ruling::Parked {
+                    until: wait,
+                    counted,
+                } => {
                     return Ok(parked_failure(own, wait, counted, level));
                 }
                 Ruling::Released { level: Some(level) } => self.inner.resume(key, level).await?,
@@ -190,16 +225,14 @@ where
         }
         let outcome = self.inner.fail(key).await?;
         if let Ok(level) = outcome {
-            let fresh = level.attempts == 1;
-            self.watch
-                .failed(key, fresh, || self.now(), observe::outage);
+            self.state.failed(key, level.attempts == 1).await;
         }
         Ok(outcome)
     }
 
     async fn succeed(&self, key: &K) -> Result<(), G::Error> {
         self.inner.succeed(key).await?;
-        self.watch.succeeded(key, || self.now(), observe::outage);
+        self.state.succeeded(key).await;
         Ok(())
     }
 
@@ -211,12 +244,20 @@ where
         self.inner.level(key).await
     }
 
+    async fn standing(&self, key: &K) -> Result<(Option<Advanced>, Option<Duration>), G::Error> {
+        let (level, own) = self.inner.standing(key).await?;
+        if own.is_some() || !self.state.active().await {
+            return Ok((level, own));
+        }
+        Ok((level, self.state.peek(key, level).await))
+    }
+
     async fn resume(&self, key: &K, level: Advanced) -> Result<(), G::Error> {
         self.inner.resume(key, level).await
     }
 }
 
-impl<G: Send + Sync, C: Clock> OutageStatus for OutageAware<G, C> {
+impl<G: Send + Sync, S: OutageState> OutageStatus for OutageAware<G, S> {
     fn in_outage(&self) -> bool {
         OutageAware::in_outage(self)
     }
@@ -230,13 +271,11 @@ impl<G: Send + Sync, C: Clock> OutageStatus for OutageAware<G, C> {
     }
 }
 
-impl<G: fmt::Debug, C: Clock> fmt::Debug for OutageAware<G, C> {
+impl<G: fmt::Debug, S: fmt::Debug> fmt::Debug for OutageAware<G, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tally = self.watch.tally();
         f.debug_struct("OutageAware")
             .field("inner", &self.inner)
-            .field("in_outage", &tally.in_outage)
-            .field("parked", &tally.parked)
-            .finish_non_exhaustive()
+            .field("state", &self.state)
+            .finish()
     }
 }

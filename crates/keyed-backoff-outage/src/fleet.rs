@@ -1,23 +1,20 @@
-//! The outage's state kept outside the process, for a fleet that shares
-//! one outage (the Redis crate's fleet-wide outage awareness): the same
-//! decisions as the in-process watch ([`State`]'s), made on a state loaded
-//! for one call and written back as text.
+//! The rules of an outage a fleet shares, decided on a state loaded from
+//! its [`OutageStore`](crate::OutageStore): the same decisions as the
+//! in-process watch ([`State`]'s), made on a [`SharedOutage`] loaded for
+//! one batch of calls and the parked keys they are about, and written back
+//! as values.
 //!
-//! A call loads the shared state and the one parked key it is about,
-//! [`FleetRules::step`] decides, and the caller writes back what changed
-//! (with a compare-and-set of its own). Where the in-process watch begins
-//! or settles an outage on its whole map of parked keys, the fleet's
-//! state counts a generation instead: a parked key written in an older
-//! generation counts as absent, so no call has to visit every key.
+//! Where the in-process watch begins or settles an outage on its whole map
+//! of parked keys, the shared state counts a generation instead: a parked
+//! key written in an older generation counts as absent, so no call has to
+//! visit every key.
 //!
 //! What each replica keeps to itself: the detector's outcomes outside an
-//! outage ([`FleetDetector`]); a declaration is then published with
-//! [`FleetAsk::Begin`], and adopted by a replica that finds an outage
-//! already under way.
-//!
-//! Not API: the Redis crate's hook, with no semver promise.
+//! outage ([`ReplicaDetector`]); a declaration is then published with
+//! [`Call::Begin`], and adopted by a replica that finds an outage already
+//! under way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
@@ -27,155 +24,77 @@ use crate::parked::Parked;
 use crate::release::Release;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Event, Home, Phase, Ruling, State};
-use crate::text::{FORMAT, Words, decode_entry, encode, encode_entry};
+use crate::store::{ParkedKey, SharedOutage, SharedPhase};
 use keyed_backoff::Advanced;
-use keyed_backoff::ConfigError;
-
-/// The answer to a parked key's failure, for the fleet's wrapper as for
-/// the in-process one.
-pub use crate::parked::parked_failure;
 
 /// The rules of one fleet's outage: its settings and the seed that hashes
 /// its keys (every replica must use the same, so that they name a parked
 /// key alike and draw the same slots).
 #[derive(Debug, Clone)]
-pub struct FleetRules {
+pub(crate) struct Rules {
     settings: OutageSettings,
     hasher: foldhash::quality::FixedState,
 }
 
 /// What a call tells the shared state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FleetAsk {
-    /// A caller about to run the key (it claims the key's turn).
-    Claim,
-    /// A failure of the key.
-    Failure,
+pub(crate) enum Call {
+    /// A caller about to run the key, or a failure of the key.
+    Rule(Asked),
     /// A success of the key.
     Success,
     /// The wait the key would be told, changing nothing.
     Peek,
-    /// This replica's detector declared an outage: one begins unless one
-    /// is already under way (then it is adopted).
-    Begin(Declared),
-}
-
-/// The counts with which a replica's detector declared an outage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Declared(Counts);
-
-/// What the key may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FleetRuling {
-    /// Not parked: the key's own backoff decides.
-    Free,
-    /// Parked for a while more.
-    Parked {
-        /// How long more.
-        wait: Duration,
-        /// For a failure: it was the key's turn, and it is counted.
-        counted: bool,
-    },
-    /// Let go now.
-    Released {
-        /// Its own level before the outage.
-        level: Option<Advanced>,
-    },
-}
-
-/// What becomes of the key's parked entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryChange {
-    /// Unchanged.
-    Keep,
-    /// Written anew.
-    Put(String),
-    /// Removed.
-    Remove,
-}
-
-/// One decision and what it changed.
-#[derive(Debug, Clone)]
-pub struct FleetStep {
-    /// What the key may do.
-    pub ruling: FleetRuling,
-    /// The new state, when it changed.
-    pub state: Option<String>,
-    /// The key's parked entry.
-    pub entry: EntryChange,
-    /// Whether the generation changed: every parked entry is stale now.
-    pub cleared: bool,
-    /// What the state is now.
-    pub view: FleetView,
-    event: Option<Event>,
-}
-
-impl FleetStep {
-    /// The decision alone, without what it changed.
-    pub fn decision(&self) -> FleetDecision {
-        FleetDecision {
-            ruling: self.ruling,
-            view: self.view,
-            event: self.event,
-        }
-    }
-
-    /// Tells operators of the change of state it made, if any (the core's
-    /// `tracing` events and `metrics` counters for outages).
-    pub fn report(&self) {
-        if let Some(event) = self.event {
-            crate::observe::outage(event);
-        }
-    }
+    /// This replica's detector declared an outage with these counts: one
+    /// begins unless one is already under way (then it is adopted).
+    Begin(Counts),
 }
 
 /// A state, read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FleetView {
+pub(crate) struct View {
     /// An outage or its release is under way.
-    pub active: bool,
+    pub(crate) active: bool,
     /// An outage is under way.
-    pub in_outage: bool,
+    pub(crate) in_outage: bool,
     /// Keys parked.
-    pub parked: u64,
+    pub(crate) parked: u64,
     /// Outages declared so far.
-    pub outages: u64,
-    /// The generation of the parked entries.
-    pub generation: u64,
+    pub(crate) outages: u64,
 }
 
 /// A replica's own detector: the outcomes outside an outage.
 #[derive(Debug, Clone)]
-pub struct FleetDetector {
+pub(crate) struct ReplicaDetector {
     detector: Detector,
     settings: OutageSettings,
 }
 
-impl FleetDetector {
+impl ReplicaDetector {
     /// A fresh failure of the key with `hash` at `at` (on the replica's own
     /// line), after `failures` failures (this one not counted) and
     /// `successes` successes: the counts that declare an outage, if it does.
     /// A declaration starts the count afresh, as the in-process detector's
     /// does; the fleet's state holds the outage.
-    pub fn fresh(
+    pub(crate) fn fresh(
         &mut self,
         hash: u64,
         at: Duration,
         failures: u64,
         successes: u64,
-    ) -> Option<Declared> {
+    ) -> Option<Counts> {
         self.detector.totals(failures, successes);
         let began = self.detector.record(Outcome::Fresh(hash), at) == Some(Change::Began);
         began.then(|| {
             let declared = self.detector.declared();
             self.detector = Detector::new(&self.settings);
-            Declared(declared)
+            declared
         })
     }
 }
 
-/// The parked keys a fleet's call loads: those it asks about, by hash,
-/// with the count of every parked key and the generation from the state.
+/// The parked keys a batch loaded, by hash, with the count of every parked
+/// key and the generation from the state.
 #[derive(Debug, Clone, Default)]
 struct Many {
     entries: HashMap<u64, Parked<Option<Advanced>>>,
@@ -221,20 +140,17 @@ impl Home<Option<Advanced>> for Many {
     }
 }
 
-/// Decisions for the keys one call loaded, made in order on the shared
+/// Decisions for the keys one batch loaded, made in order on the shared
 /// state as the decisions before left it, and written back once
-/// ([`written`](Self::written)): a replica decides for every key its
-/// callers asked about meanwhile on one load of the state.
+/// ([`written`](Self::written)).
 #[derive(Debug, Clone)]
-pub struct FleetBatch {
+pub(crate) struct Batch {
     shared: State,
     home: Many,
-    /// The state's text as loaded.
-    loaded: Option<String>,
+    /// The state as loaded.
+    loaded: Option<SharedOutage>,
     /// The keys' entries as loaded (absent when of another generation).
     before: HashMap<u64, Option<Parked<Option<Advanced>>>>,
-    /// Keys whose entry could not be read, and why.
-    damaged: HashMap<u64, String>,
     /// The generation as loaded.
     generation: u64,
     /// Whether a decision other than a peek was made.
@@ -243,48 +159,33 @@ pub struct FleetBatch {
 
 /// What a batch writes back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetWrite {
+pub(crate) struct Written {
     /// The new state, when it changed.
-    pub state: Option<String>,
-    /// The parked entries that changed.
-    pub entries: Vec<(u64, EntryChange)>,
-    /// Whether the generation changed: every parked entry stored before
-    /// is stale now.
-    pub cleared: bool,
+    pub(crate) state: Option<SharedOutage>,
+    /// The parked keys that changed: written, or removed (`None`).
+    pub(crate) parked: Vec<(u64, Option<ParkedKey>)>,
+    /// Whether the generation changed: every parked key stored before is
+    /// stale now.
+    pub(crate) cleared: bool,
 }
 
-/// One decision of a batch.
-#[derive(Debug, Clone, Copy)]
-pub struct FleetDecision {
-    /// What the key may do.
-    pub ruling: FleetRuling,
-    /// What the state is after it.
-    pub view: FleetView,
-    event: Option<Event>,
-}
-
-impl FleetDecision {
-    /// Tells operators of the change of state it made, if any (the
-    /// `tracing` events and `metrics` counters for outages).
-    pub fn report(&self) {
-        if let Some(event) = self.event {
-            crate::observe::outage(event);
-        }
-    }
-}
-
-impl FleetBatch {
+impl Batch {
     /// What the state is now.
-    pub fn view(&self) -> FleetView {
+    pub(crate) fn view(&self) -> View {
         view(&self.shared, &self.home)
     }
 
+    /// The state now, as a value.
+    pub(crate) fn state(&self) -> SharedOutage {
+        encode(&self.shared, self.home.generation, self.home.count)
+    }
+
     /// What the decisions so far changed, to write back.
-    pub fn written(&self) -> FleetWrite {
+    pub(crate) fn written(&self) -> Written {
         let cleared = self.home.generation != self.generation;
-        let text = encode(&self.shared, self.home.generation, self.home.count);
-        let changed = self.asked && self.loaded.as_deref() != Some(text.as_str());
-        let mut entries = Vec::new();
+        let state = self.state();
+        let changed = self.asked && self.loaded.as_ref() != Some(&state);
+        let mut parked = Vec::new();
         if self.asked {
             let keys = self.before.keys().chain(self.home.entries.keys());
             let mut keys: Vec<u64> = keys.copied().collect();
@@ -296,244 +197,228 @@ impl FleetBatch {
                 if now == before && !cleared {
                     continue;
                 }
-                let change = match now {
-                    None => EntryChange::Remove,
-                    Some(parked) => EntryChange::Put(encode_entry(parked, self.home.generation)),
-                };
-                entries.push((hash, change));
+                let entry = now.map(|p| encode_entry(p, self.home.generation));
+                parked.push((hash, entry));
             }
         }
-        FleetWrite {
-            state: changed.then_some(text),
-            entries,
+        Written {
+            state: changed.then_some(state),
+            parked,
             cleared,
         }
     }
 }
 
-impl FleetRules {
-    /// The rules for `settings` (the first out of range is the error),
-    /// hashing keys with their seed, or `seed` when they have none.
-    pub fn new(settings: OutageSettings, seed: u64) -> Result<Self, ConfigError> {
-        let settings = settings.validate()?;
-        Ok(FleetRules {
-            hasher: foldhash::quality::FixedState::with_seed(settings.seed.unwrap_or(seed)),
+impl Rules {
+    /// The rules for validated `settings`, hashing keys with `seed`.
+    pub(crate) fn new(settings: OutageSettings, seed: u64) -> Self {
+        Rules {
+            hasher: foldhash::quality::FixedState::with_seed(seed),
             settings,
-        })
-    }
-
-    /// The settings, validated.
-    pub fn settings(&self) -> &OutageSettings {
-        &self.settings
+        }
     }
 
     /// A key's hash: the name of its parked entry, and its draws.
-    pub fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+    pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
         self.hasher.hash_one(key)
     }
 
     /// A replica's own detector, that has seen nothing.
-    pub fn detector(&self) -> FleetDetector {
-        FleetDetector {
+    pub(crate) fn detector(&self) -> ReplicaDetector {
+        ReplicaDetector {
             detector: Detector::new(&self.settings),
             settings: self.settings,
         }
     }
 
-    /// The state `state` (none yet when `None`), read.
-    pub fn view(&self, state: Option<&str>) -> Result<FleetView, String> {
-        let (state, one) = self.load(state)?;
-        Ok(view(&state, &one))
-    }
-
-    /// Decides `ask` for the key with `hash` at `at` (on the fleet's time
-    /// line), on the shared `state` and the key's parked `entry` as
-    /// loaded; `level` is the key's own level now. An error names what
-    /// could not be read. A batch of one: see [`batch`](Self::batch).
-    pub fn step(
+    /// A batch on the shared `state` (none yet when `None`) and the parked
+    /// `entries` of the keys it will decide for, by hash, as loaded. An
+    /// error says why the state cannot be ours.
+    pub(crate) fn batch<'a>(
         &self,
-        state: Option<&str>,
-        entry: Option<&str>,
-        hash: u64,
-        at: Duration,
-        ask: FleetAsk,
-        level: Option<Advanced>,
-    ) -> Result<FleetStep, String> {
-        let mut batch = self.batch(state, [(hash, entry)])?;
-        let decision = self.decide(&mut batch, hash, at, ask, level)?;
-        let written = batch.written();
-        let entry = written
-            .entries
-            .into_iter()
-            .find(|(h, _)| *h == hash)
-            .map_or(EntryChange::Keep, |(_, change)| change);
-        Ok(FleetStep {
-            ruling: decision.ruling,
-            state: written.state,
-            entry,
-            cleared: written.cleared,
-            view: decision.view,
-            event: decision.event,
-        })
-    }
-
-    /// A batch on the shared `state` (none yet when `None`) and the
-    /// parked `entries` of the keys it will decide for, by hash, as
-    /// loaded. An error names what could not be read in the state; an
-    /// entry that cannot be read is an error of its key's decision alone.
-    pub fn batch<'a>(
-        &self,
-        state: Option<&str>,
-        entries: impl IntoIterator<Item = (u64, Option<&'a str>)>,
-    ) -> Result<FleetBatch, String> {
+        state: Option<&SharedOutage>,
+        entries: impl IntoIterator<Item = (u64, Option<&'a ParkedKey>)>,
+    ) -> Result<Batch, String> {
         let (shared, mut home) = self.load(state)?;
-        let (mut before, mut damaged) = (HashMap::new(), HashMap::new());
-        for (hash, text) in entries {
-            let entry = match text.map(decode_entry) {
-                None => None,
-                Some(Some((generation, parked))) => {
-                    (generation == home.generation).then_some(parked)
-                }
-                Some(None) => {
-                    let text = text.unwrap_or_default();
-                    damaged.insert(
-                        hash,
-                        format!("a parked key of format {FORMAT}, not {text:?}"),
-                    );
-                    continue;
-                }
-            };
+        let mut before = HashMap::new();
+        for (hash, entry) in entries {
+            let entry = entry
+                .filter(|e| e.generation == home.generation)
+                .map(decode_entry);
             if let Some(parked) = &entry {
                 home.entries.insert(hash, parked.clone());
             }
             before.insert(hash, entry);
         }
-        Ok(FleetBatch {
+        Ok(Batch {
             generation: home.generation,
             shared,
             home,
-            loaded: state.map(str::to_owned),
+            loaded: state.cloned(),
             before,
-            damaged,
             asked: false,
         })
     }
 
-    /// Decides `ask` for the key with `hash` (one of the batch's keys) at
+    /// Decides `call` for the key with `hash` (one of the batch's keys) at
     /// `at` on the fleet's time line, on the state as the batch's decisions
-    /// so far left it; `level` is the key's own level now. An error says
-    /// why the key's parked entry could not be read.
-    pub fn decide(
+    /// so far left it; `level` is the key's own level now. A peek parks
+    /// nobody: its `Parked` is the wait it would be told.
+    pub(crate) fn decide(
         &self,
-        batch: &mut FleetBatch,
+        batch: &mut Batch,
         hash: u64,
         at: Duration,
-        ask: FleetAsk,
+        call: Call,
         level: Option<Advanced>,
-    ) -> Result<FleetDecision, String> {
-        if let Some(damage) = batch.damaged.get(&hash) {
-            return Err(damage.clone());
-        }
+    ) -> (Ruling<Option<Advanced>>, Option<Event>) {
         let settings = &self.settings;
         let (shared, home) = (&mut batch.shared, &mut batch.home);
-        batch.asked |= ask != FleetAsk::Peek;
-        let mut event = None;
-        let ruling = match ask {
-            FleetAsk::Claim | FleetAsk::Failure => {
-                let asked = match ask {
-                    FleetAsk::Claim => Asked::Claim,
-                    _ => Asked::Failure,
-                };
-                let (ruling, e) = shared.decide(settings, home, hash, at, asked, level);
-                event = e;
-                match ruling {
-                    Ruling::Free => FleetRuling::Free,
-                    Ruling::Parked { until, counted } => FleetRuling::Parked {
-                        wait: until.saturating_sub(at),
-                        counted,
-                    },
-                    Ruling::Released { level } => FleetRuling::Released { level },
-                }
+        batch.asked |= call != Call::Peek;
+        match call {
+            Call::Rule(asked) => shared.decide(settings, home, hash, at, asked, level),
+            Call::Success => {
+                let event = shared
+                    .active()
+                    .then(|| shared.succeeded(settings, home, hash, at));
+                (Ruling::Free, event.flatten())
             }
-            FleetAsk::Success => {
-                if shared.active() {
-                    event = shared.succeeded(settings, home, hash, at);
+            Call::Peek => match shared.peek(&*home, hash, at, level) {
+                Some(wait) => {
+                    let until = at.saturating_add(wait);
+                    let counted = false;
+                    (Ruling::Parked { until, counted }, None)
                 }
-                FleetRuling::Free
-            }
-            FleetAsk::Peek => match shared.peek(&*home, hash, at, level) {
-                Some(wait) => FleetRuling::Parked {
-                    wait,
-                    counted: false,
-                },
-                None => FleetRuling::Free,
+                None => (Ruling::Free, None),
             },
-            FleetAsk::Begin(Declared(counts)) => {
-                if !shared.in_outage() {
-                    shared.detector = Detector::resumed(settings, Some(0));
-                    shared.begin(settings, home, at);
-                    event = Some(Event::Began(counts));
+            Call::Begin(counts) => {
+                if shared.in_outage() {
+                    return (Ruling::Free, None);
                 }
-                FleetRuling::Free
+                shared.detector = Detector::resumed(settings, Some(0));
+                shared.begin(settings, home, at);
+                (Ruling::Free, Some(Event::Began(counts)))
             }
-        };
-        Ok(FleetDecision {
-            ruling,
-            view: batch.view(),
-            event,
-        })
+        }
     }
 
     /// The state, read, with no parked key loaded yet.
-    fn load(&self, state: Option<&str>) -> Result<(State, Many), String> {
+    fn load(&self, state: Option<&SharedOutage>) -> Result<(State, Many), String> {
         let settings = &self.settings;
-        let Some(text) = state else {
+        let Some(state) = state else {
             return Ok((State::new(settings), Many::default()));
         };
-        let bad = || format!("an outage state of format {FORMAT}, not {text:?}");
-        let mut words = Words(text.split(' '));
-        if words.0.next() != Some(FORMAT) {
-            return Err(bad());
+        if state.format != SharedOutage::FORMAT {
+            return Err(format!(
+                "an outage state of format {}, not {}",
+                SharedOutage::FORMAT,
+                state.format
+            ));
         }
-        let decoded = (|| {
-            let [generation, outages, released, count] = words.numbers()?;
-            let streak = words.maybe()?.map(|s| u32::try_from(s).unwrap_or(u32::MAX));
-            let phase = match words.0.next()? {
-                "N" => Phase::Normal,
-                "O" => Phase::Outage(Outage::restore(settings, words.numbers()?)),
-                "R" => Phase::Release(Release::restore(&words.list()?)?),
-                _ => return None,
-            };
-            let reached = words
-                .list()?
-                .into_iter()
-                .map(Duration::from_nanos)
-                .collect();
-            let shared = State {
-                detector: Detector::resumed(settings, streak),
-                phase,
-                reached,
-                outages,
-                released,
-            };
-            let home = Many {
-                entries: HashMap::new(),
-                count,
-                generation,
-            };
-            words.0.next().is_none().then_some((shared, home))
-        })();
-        decoded.ok_or_else(bad)
+        let phase = match &state.phase {
+            SharedPhase::Normal => Phase::Normal,
+            SharedPhase::Outage {
+                began,
+                probe_step,
+                probes_claimed,
+            } => Phase::Outage(Outage::restore(
+                settings,
+                *began,
+                *probe_step,
+                *probes_claimed,
+            )),
+            SharedPhase::Release {
+                next,
+                gap,
+                per_second,
+                until,
+                latest,
+            } => Phase::Release(
+                Release::restore(*next, *gap, *per_second, *until, latest).ok_or_else(|| {
+                    format!(
+                        "a release letting {per_second} keys go a second, {gap:?} apart, \
+                         with {} latest",
+                        latest.len()
+                    )
+                })?,
+            ),
+        };
+        let shared = State {
+            detector: Detector::resumed(settings, state.successes_in_a_row),
+            phase,
+            reached: state.reached.iter().copied().collect::<VecDeque<_>>(),
+            outages: state.outages,
+            released: state.released,
+        };
+        let home = Many {
+            entries: HashMap::new(),
+            count: state.parked,
+            generation: state.generation,
+        };
+        Ok((shared, home))
     }
 }
 
-fn view(shared: &State, one: &Many) -> FleetView {
-    FleetView {
+/// The state as a value.
+fn encode(shared: &State, generation: u64, count: u64) -> SharedOutage {
+    let phase = match &shared.phase {
+        Phase::Normal => SharedPhase::Normal,
+        Phase::Outage(outage) => {
+            let (began, probe_step, probes_claimed) = outage.parts();
+            SharedPhase::Outage {
+                began,
+                probe_step,
+                probes_claimed,
+            }
+        }
+        Phase::Release(release) => {
+            let (next, gap, per_second, until, latest) = release.parts();
+            SharedPhase::Release {
+                next,
+                gap,
+                per_second,
+                until,
+                latest,
+            }
+        }
+    };
+    SharedOutage {
+        format: SharedOutage::FORMAT,
+        generation,
+        outages: shared.outages,
+        released: shared.released,
+        parked: count,
+        successes_in_a_row: shared.detector.streak(),
+        phase,
+        reached: shared.reached.iter().copied().collect(),
+    }
+}
+
+fn encode_entry(parked: &Parked<Option<Advanced>>, generation: u64) -> ParkedKey {
+    ParkedKey {
+        generation,
+        level: parked.level,
+        counted_in: parked.counted_in,
+        probe_in: parked.probe_in,
+        release_at: parked.release_at,
+    }
+}
+
+fn decode_entry(entry: &ParkedKey) -> Parked<Option<Advanced>> {
+    Parked {
+        level: entry.level,
+        counted_in: entry.counted_in,
+        probe_in: entry.probe_in,
+        release_at: entry.release_at,
+    }
+}
+
+fn view(shared: &State, home: &Many) -> View {
+    View {
         active: shared.active(),
         in_outage: shared.in_outage(),
-        parked: one.count,
+        parked: home.count,
         outages: shared.outages,
-        generation: one.generation,
     }
 }
 

@@ -148,20 +148,23 @@ impl Outage {
         }
     }
 
-    /// Its numbers, for [`restore`](Self::restore): when it began (in
-    /// nanoseconds), the step of the latest probe claimed, and the claims
-    /// in that step.
-    pub(crate) fn parts(&self) -> [u64; 3] {
-        let claimed = u64::from(self.probes.claimed);
-        [ns(self.began), self.probes.step, claimed]
+    /// Its parts, for [`restore`](Self::restore): when it began, the step
+    /// of the latest probe claimed, and the claims in that step.
+    pub(crate) fn parts(&self) -> (Duration, u64, u32) {
+        (self.began, self.probes.step, self.probes.claimed)
     }
 
     /// The outage whose [`parts`](Self::parts) these are, for validated
     /// `settings`.
-    pub(crate) fn restore(settings: &OutageSettings, [began, step, claimed]: [u64; 3]) -> Self {
-        let mut outage = Outage::new(Duration::from_nanos(began), settings);
+    pub(crate) fn restore(
+        settings: &OutageSettings,
+        began: Duration,
+        step: u64,
+        claimed: u32,
+    ) -> Self {
+        let mut outage = Outage::new(began, settings);
         outage.probes.step = step;
-        outage.probes.claimed = u32::try_from(claimed).unwrap_or(u32::MAX);
+        outage.probes.claimed = claimed;
         outage
     }
 

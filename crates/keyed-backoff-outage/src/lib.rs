@@ -24,8 +24,12 @@
 //!   level.
 //!
 //! Each part is a pure rule over times on one line (durations from any
-//! fixed origin): no clock, lock or map. The `watch` holds their state and
-//! the parked keys; [`OutageAware`] asks it at each call of the contract.
+//! fixed origin): no clock, lock or map. Where their state and the parked
+//! keys live is the wrapper's second parameter, an [`OutageState`]: in
+//! this process ([`InProcess`], the default), or shared by a fleet through
+//! any [`OutageStore`] ([`Shared`]; the Redis crate implements the store
+//! over Redis). [`OutageAware`] asks it the same questions at each call of
+//! the contract, whichever it is.
 //! The repository's `docs/outage.md` has the whole rule, what it can
 //! mistake for an outage, its knobs and its measurements.
 //!
@@ -53,6 +57,7 @@
 //! |---|---|
 //! | `tracing` | INFO events (target `keyed_backoff_outage`) when an outage begins, ends, and when its release is over; without it nothing is compiled in |
 //! | `metrics` | outage counters, gauge and histogram through the `metrics` facade (`keyed_backoff_outages_total`, ...); without it nothing is compiled in |
+//! | `serde` | `Serialize` / `Deserialize` for [`SharedOutage`] and [`ParkedKey`], for a store that keeps them as text |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -60,30 +65,24 @@
 mod aware;
 mod detector;
 mod fleet;
+mod holder;
 mod ladder;
 mod nanos;
 mod observe;
 mod parked;
 mod release;
 mod settings;
+mod shared;
 mod state;
 mod status;
-mod text;
+mod store;
 mod watch;
 
 pub use aware::OutageAware;
+pub use holder::{InProcess, OutageState};
 pub use settings::OutageSettings;
+pub use shared::Shared;
 pub use status::OutageStatus;
+pub use store::{Loaded, OutageStore, ParkedKey, SharedOutage, SharedPhase, Stored};
 
 pub(crate) use state::Event;
-
-/// What keyed-backoff-redis borrows to share one outage across a fleet:
-/// the in-process watch's decisions on a state loaded for one call,
-/// written back as text. Not API, and no semver promise.
-#[doc(hidden)]
-pub mod __fleet {
-    pub use crate::fleet::{
-        Declared, EntryChange, FleetAsk, FleetBatch, FleetDecision, FleetDetector, FleetRules,
-        FleetRuling, FleetStep, FleetView, FleetWrite, parked_failure,
-    };
-}

@@ -21,6 +21,54 @@ pub(crate) fn unit_at(seed: u64, n: u64) -> f64 {
     (g.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// A time as its nanoseconds, for `serde(with)`.
+#[cfg(feature = "serde")]
+pub(crate) mod serde_one {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(super::saturating_nanos(*d))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_nanos)
+    }
+}
+
+/// A time or none, as nanoseconds or null, for `serde(with)`.
+#[cfg(feature = "serde")]
+pub(crate) mod serde_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(super::saturating_nanos).serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
+    }
+}
+
+/// Times as a list of nanoseconds, for `serde(with)`.
+#[cfg(feature = "serde")]
+pub(crate) mod serde_list {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: Serializer>(d: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(d.iter().map(|d| super::saturating_nanos(*d)))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+        let nanos = Vec::<u64>::deserialize(d)?;
+        Ok(nanos.into_iter().map(Duration::from_nanos).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

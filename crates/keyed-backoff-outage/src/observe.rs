@@ -8,6 +8,8 @@
 //! | an outage began, with the failures and successes that declared it | `keyed_backoff_outages_total` +1, `keyed_backoff_outage_active` +1 |
 //! | the outage ended, with how long it lasted and the keys it parked | `keyed_backoff_outage_active` −1, `keyed_backoff_outage_duration_seconds` (histogram), `keyed_backoff_outage_parked_keys_total` + the keys parked |
 //! | the release after it is over, with the keys let go | `keyed_backoff_outage_released_keys_total` + the keys let go |
+//! | (ERROR, once) a fleet's store holds an outage state that is not ours | `keyed_backoff_outage_foreign_state_total` +1, `keyed_backoff_outage_foreign_state` 1 (0 once ours again) |
+//! | (WARN) a fleet's store failed: the replica goes on alone for a second | |
 //!
 //! The gauge counts the wrappers in an outage, so several in one process
 //! add up instead of overwriting each other.
@@ -67,4 +69,43 @@ fn count_outage(event: Event) {
             metrics::counter!("keyed_backoff_outage_released_keys_total").increment(released);
         }
     }
+}
+
+/// The fleet's store holds a value that is not ours (`what`): reported
+/// once, until one of ours is read again.
+pub(crate) fn foreign_state(what: &dyn std::fmt::Display) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("keyed_backoff_outage_foreign_state_total").increment(1);
+        metrics::gauge!("keyed_backoff_outage_foreign_state").set(1.0);
+    }
+    #[cfg(feature = "tracing")]
+    tracing::error!(
+        target: "keyed_backoff_outage",
+        found = %what,
+        "the fleet's outage state in its store is not ours: left untouched; this replica goes on \
+         alone (fix or delete that value)"
+    );
+    let _ = what;
+}
+
+/// The fleet's store holds one of our states again.
+pub(crate) fn state_ours_again() {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("keyed_backoff_outage_foreign_state").set(0.0);
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "keyed_backoff_outage", "the fleet's outage state is ours again");
+}
+
+/// The fleet's store failed with `error`: this replica goes on alone for
+/// a second.
+pub(crate) fn store_failed(error: &dyn std::error::Error) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "keyed_backoff_outage",
+        %error,
+        "the fleet's outage state could not be read or written: this replica goes on alone for a \
+         second"
+    );
+    let _ = error;
 }

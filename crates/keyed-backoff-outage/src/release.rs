@@ -15,7 +15,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::nanos::saturating_nanos;
 use crate::parked::{Parked, Turn};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -74,30 +73,30 @@ impl Release {
         }
     }
 
-    /// Its numbers, for [`restore`](Self::restore): the next free time,
-    /// the gap, the most per second, the end, then the latest attempts
-    /// (times in nanoseconds).
-    pub(crate) fn parts(&self) -> Vec<u64> {
-        let head = [self.next, self.gap, Duration::ZERO, self.until].map(saturating_nanos);
-        let mut parts = head.to_vec();
-        parts[2] = self.per_second as u64;
-        parts.extend(self.latest.iter().map(|t| saturating_nanos(*t)));
-        parts
+    /// Its parts, for [`restore`](Self::restore): the next free time, the
+    /// gap, the most per second, the end, and the latest attempts.
+    pub(crate) fn parts(&self) -> (Duration, Duration, u64, Duration, Vec<Duration>) {
+        let per_second = u64::try_from(self.per_second).unwrap_or(u64::MAX);
+        let latest = self.latest.iter().copied().collect();
+        (self.next, self.gap, per_second, self.until, latest)
     }
 
     /// The release whose [`parts`](Self::parts) these are; `None` when
-    /// they are too few or make no release.
-    pub(crate) fn restore(parts: &[u64]) -> Option<Self> {
-        let [next, gap, per_second, until, latest @ ..] = parts else {
-            return None;
-        };
-        let per_second = usize::try_from(*per_second).ok().filter(|n| *n > 0)?;
-        (latest.len() <= per_second && *gap > 0).then(|| Release {
-            next: Duration::from_nanos(*next),
-            gap: Duration::from_nanos(*gap),
+    /// they make no release.
+    pub(crate) fn restore(
+        next: Duration,
+        gap: Duration,
+        per_second: u64,
+        until: Duration,
+        latest: &[Duration],
+    ) -> Option<Self> {
+        let per_second = usize::try_from(per_second).ok().filter(|n| *n > 0)?;
+        (latest.len() <= per_second && !gap.is_zero()).then(|| Release {
+            next,
+            gap,
             per_second,
-            latest: latest.iter().map(|t| Duration::from_nanos(*t)).collect(),
-            until: Duration::from_nanos(*until),
+            latest: latest.iter().copied().collect(),
+            until,
         })
     }
 

@@ -20,7 +20,7 @@ use crate::settings::OutageSettings;
 
 /// What the wrapper does with a key the watch was asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ruling<L> {
+pub enum Ruling<L> {
     /// Not parked: the key's own backoff decides.
     Free,
     /// Parked until this time; a failure reported now is `counted` when it
@@ -33,7 +33,7 @@ pub(crate) enum Ruling<L> {
 
 /// Why the wrapper asks about a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Asked {
+pub enum Asked {
     /// A caller about to run the key (it claims the key's turn).
     Claim,
     /// A failure of the key.

@@ -29,10 +29,10 @@ use crate::state::{Home, Map, State};
 
 /// Counters of the watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    pub(crate) in_outage: bool,
-    pub(crate) parked: usize,
-    pub(crate) outages: u64,
+pub struct Tally {
+    pub in_outage: bool,
+    pub parked: usize,
+    pub outages: u64,
 }
 
 struct Inner<L> {

@@ -7,12 +7,12 @@ use std::path::Path;
 
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff::{Backoff, Gate};
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageSettings};
 use keyed_backoff_testkit::clientgo::{Trace, int, nanos, traces};
 use keyed_backoff_testkit::ready;
 use serde_json::Value;
 
-type Aware = OutageAware<Backoff<String, MockClock>, MockClock>;
+type Aware = OutageAware<Backoff<String, MockClock>, InProcess<MockClock>>;
 
 /// The outage wrapper with default settings over `backoff`.
 fn aware(backoff: Backoff<String, MockClock>, clock: &MockClock) -> Aware {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::{Gate, InBackoff};
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageSettings};
 use keyed_backoff_testkit::{manager, ready};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -18,7 +18,7 @@ fn now<T>(call: impl std::future::Future<Output = Result<T, std::convert::Infall
 
 /// Outage awareness over `inner`: three keys newly failing declare an
 /// outage; slots drawn from `seed`.
-fn wrapped<G>(inner: G, clock: &MockClock, seed: u64) -> OutageAware<G, MockClock> {
+fn wrapped<G>(inner: G, clock: &MockClock, seed: u64) -> OutageAware<G, InProcess<MockClock>> {
     let settings = OutageSettings::new().min_failing_keys(3).seed(seed);
     OutageAware::with_clock(inner, settings, clock.clone()).expect("valid settings")
 }

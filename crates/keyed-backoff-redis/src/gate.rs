@@ -111,17 +111,11 @@ where
             .await
             .map(drop)
     }
-}
 
-impl<C> RedisBackoff<C>
-where
-    C: ConnectionLike + Clone + Send + Sync,
-{
-    /// `key`'s level ([`Gate::level`]) and the wait it has left now
-    /// ([`Gate::wait`]), in one round trip.
-    pub(crate) async fn standing(
+    /// One round trip for both.
+    async fn standing(
         &self,
-        key: &str,
+        key: &String,
     ) -> Result<(Option<Advanced>, Option<Duration>), StoreError> {
         match self.request(plain(Op::Standing, key, Extra::None)).await? {
             Reply::Standing {

@@ -64,9 +64,9 @@
 //!   `cluster_async::ClusterConnection` (build the store on one).
 //! - `tracing`, `metrics`: events and counters for operators.
 //!
-//! [`FleetOutageAware`] shares one outage (the core's outage awareness)
-//! among the replicas on a prefix: the repository's `docs/outage.md` has
-//! its design. The repository's `docs/fleet.md` covers failover (and
+//! [`RedisBackoff::outage_aware`] shares one outage (keyed-backoff-outage's
+//! one wrapper, over a [`RedisOutageStore`]) among the replicas on a
+//! prefix: the repository's `docs/outage.md` has its design. The repository's `docs/fleet.md` covers failover (and
 //! [`wait_for_replicas`](RedisBackoffBuilder::wait_for_replicas)), the
 //! fallback and the costs measured against a plain `GET`.
 
@@ -90,7 +90,7 @@ pub use builder::RedisBackoffBuilder;
 pub use connection::fail_fast;
 pub use error::{Address, StoreError};
 pub use event::{Event, OpId};
-pub use fleet::FleetOutageAware;
+pub use fleet::{RedisOutageAware, RedisOutageStore, StoreClock};
 pub use stats::Stats;
 pub use store::RedisBackoff;
 

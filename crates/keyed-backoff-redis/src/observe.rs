@@ -111,37 +111,6 @@ pub(crate) fn reachable() {
     tracing::info!(target: "keyed_backoff_redis", "Redis answers again");
 }
 
-/// The fleet's outage state in Redis is not ours (`error` says what was
-/// found): this replica goes on alone, on its own copy, until a state of
-/// ours is read again. Reported once per replica.
-#[inline]
-pub(crate) fn foreign_outage_state(error: &StoreError) {
-    #[cfg(feature = "metrics")]
-    {
-        metrics::counter!("keyed_backoff_redis_foreign_outage_state_total").increment(1);
-        metrics::gauge!("keyed_backoff_redis_foreign_outage_state").set(1.0);
-    }
-    #[cfg(feature = "tracing")]
-    tracing::error!(
-        target: "keyed_backoff_redis",
-        %error,
-        cause = cause(error),
-        "the fleet's outage state in Redis is not ours: left untouched; this replica goes on alone \
-         (fix or delete that key)"
-    );
-    #[cfg(not(any(feature = "metrics", feature = "tracing")))]
-    let _ = error;
-}
-
-/// The fleet's outage state in Redis is ours again.
-#[inline]
-pub(crate) fn outage_state_ours_again() {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!("keyed_backoff_redis_foreign_outage_state").set(0.0);
-    #[cfg(feature = "tracing")]
-    tracing::info!(target: "keyed_backoff_redis", "the fleet's outage state in Redis is ours again");
-}
-
 /// The breaker opened after `error`: the fallback answers for `open_for`.
 #[inline]
 pub(crate) fn breaker_opened(error: &StoreError, open_for: Duration) {

@@ -46,7 +46,7 @@ fn a_keys_standing_is_its_level_and_its_wait() {
                     Gate::level(&store, &key(k)).await.unwrap(),
                     Gate::wait(&store, &key(k)).await.unwrap(),
                 );
-                let one = store.standing(k).await.unwrap();
+                let one = Gate::standing(&store, &key(k)).await.unwrap();
                 assert_eq!(one, two, "{k} after {step} ms more");
                 shapes.insert((one.0.is_some(), one.1.is_some()));
             }

@@ -23,12 +23,12 @@ use keyed_backoff::{Gate, InBackoff};
 use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::Value;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
-use keyed_backoff_redis::{FleetOutageAware, RedisBackoff, StoreError};
+use keyed_backoff_redis::{RedisBackoff, RedisOutageAware, StoreError};
 use keyed_backoff_testkit::redis_server::Server;
 
 mod common;
 
-type Fleet = FleetOutageAware<ConnectionManager>;
+type Fleet = RedisOutageAware<ConnectionManager>;
 
 const REPLICAS: usize = 2;
 const KEYS: usize = 30;
@@ -222,7 +222,7 @@ fn during_an_outage(foreign: Foreign) {
         for _ in 0..REPLICAS {
             gates.push(replica(&server.url, &prefix, &clock).await);
         }
-        let state = gates[0].redis_keys()[0].to_string();
+        let state = gates[0].state().store().redis_keys()[0].to_string();
         let mut seen = Seen::default();
         // The first runs spread over the first second.
         let mut due: Vec<Vec<u64>> = (0..REPLICAS)
@@ -362,7 +362,7 @@ fn a_foreign_value_outside_an_outage_leaves_each_keys_own_backoff() {
         let (got, stayed) = runtime().block_on(async {
             let clock = MockClock::new();
             let gate = replica(&server.url, &prefix("fleet-foreign-normal"), &clock).await;
-            let state = gate.redis_keys()[0].to_string();
+            let state = gate.state().store().redis_keys()[0].to_string();
             foreign.write(server, &state);
             let mut got = Vec::new();
             for k in 0..5 {

@@ -16,12 +16,12 @@ use keyed_backoff::clock::MockClock;
 use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
 use keyed_backoff_redis::redis::{Cmd, Pipeline, RedisFuture, Value};
-use keyed_backoff_redis::{FleetOutageAware, RedisBackoff};
+use keyed_backoff_redis::{RedisBackoff, RedisOutageAware};
 use keyed_backoff_testkit::redis_server::Server;
 
 mod common;
 
-type Fleet = FleetOutageAware<ConnectionManager>;
+type Fleet = RedisOutageAware<ConnectionManager>;
 
 /// How long a replica goes on alone once Redis fails it, in real time.
 const ALONE: Duration = Duration::from_secs(1);
@@ -110,7 +110,7 @@ fn a_state_that_is_not_ours_is_left_as_it_was_and_keys_keep_their_own_backoff() 
         ];
         for (name, write) in foreign {
             let gate = replica(&server.url, &prefix(name), &clock).await;
-            let state = gate.redis_keys()[0].to_string();
+            let state = gate.state().store().redis_keys()[0].to_string();
             let [command, values @ ..] = write else {
                 unreachable!()
             };
@@ -156,7 +156,7 @@ fn a_restarted_redis_gets_the_outage_back_and_no_key_is_let_go() {
         declare(&gate).await;
         let key = "parked".to_string();
         assert!(gate.claim(&key).await.unwrap().is_some());
-        let state = gate.redis_keys()[0].to_string();
+        let state = gate.state().store().redis_keys()[0].to_string();
         server.restart();
         // Alone while Redis is away, then back on it: the key stays parked
         // throughout, and the restarted Redis holds the outage again.

@@ -102,30 +102,3 @@ fn an_outage_is_counted_and_its_gauge_goes_up_and_down() {
         [10.0]
     );
 }
-
-/// The fleet's rules tell operators of the outage a step began (the Redis
-/// store's replicas report through them), and of nothing else.
-#[cfg(feature = "tracing")]
-#[test]
-fn a_fleet_step_that_begins_an_outage_reports_it() {
-    use keyed_backoff_outage::__fleet::{FleetAsk, FleetRules};
-    use keyed_backoff_testkit::events::Events;
-    let rules = FleetRules::new(OutageSettings::new().min_failing_keys(3), 1).unwrap();
-    let mut detector = rules.detector();
-    let declared = (0..3)
-        .find_map(|k| detector.fresh(k, secs(1), k, 0))
-        .unwrap();
-    let events = Events::default();
-    events.record(|| {
-        let began = rules.step(None, None, 0, secs(1), FleetAsk::Begin(declared), None);
-        let began = began.unwrap();
-        began.report();
-        let state = began.state.as_deref();
-        let peek = rules.step(state, None, 5, secs(2), FleetAsk::Peek, None);
-        peek.unwrap().report();
-    });
-    let seen = events.seen();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].message.starts_with("outage began"), "{seen:?}");
-    assert_eq!(seen[0].field("fresh_failures"), Some("3"));
-}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::{Backoff, Gate, InBackoff};
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageSettings};
 use keyed_backoff_testkit::ready;
 
 /// The keys and the dependency they share.
@@ -109,7 +109,7 @@ pub enum Manager {
     /// Client-go's semantics alone.
     Bare(Box<Backoff<String, MockClock>>),
     /// Outage awareness over the same backoff.
-    Aware(Box<OutageAware<Backoff<String, MockClock>, MockClock>>),
+    Aware(Box<OutageAware<Backoff<String, MockClock>, InProcess<MockClock>>>),
 }
 
 /// `$call` on whichever gate `$m` is, named `$g`, answered at once.

@@ -1,5 +1,5 @@
 //! One replica of the fleet, in a process of its own, in real time: a
-//! [`FleetOutageAware`] on Redis (through the parent's delaying proxy)
+//! [`RedisOutageAware`] on Redis (through the parent's delaying proxy)
 //! and a task per key, all started at once, each a reconcile loop against
 //! a dependency that is down until the parent says when it returns.
 //!
@@ -19,7 +19,7 @@ use keyed_backoff::{Advanced, Gate, InBackoff};
 use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
 use keyed_backoff_redis::redis::{self, Cmd, Pipeline, RedisFuture, Value};
-use keyed_backoff_redis::{FleetOutageAware, RedisBackoff, StoreError, fail_fast};
+use keyed_backoff_redis::{RedisBackoff, RedisOutageAware, StoreError, fail_fast};
 
 /// What the parent tells a child, through its environment.
 pub struct Setup {
@@ -163,7 +163,7 @@ struct Shared {
     log: Mutex<Log>,
 }
 
-type Fleet = FleetOutageAware<Counted>;
+type Fleet = RedisOutageAware<Counted>;
 
 /// Runs the child until the parent says `Q` (or closes its stdin).
 pub fn run(setup: Setup) {

@@ -1,5 +1,5 @@
 //! One replica of the fleet, in a process of its own: 250 keys, each a
-//! reconcile loop on a [`FleetOutageAware`] over a store on the caller's
+//! reconcile loop on a [`RedisOutageAware`] over a store on the caller's
 //! mock clock, against a dependency that is down for a span of the
 //! simulated time. The parent moves the time forward: each line on stdin
 //! is a time; the child runs every key due by then and answers with one
@@ -12,7 +12,7 @@ use keyed_backoff::clock::{MockClock, MockInstant};
 use keyed_backoff::{Gate, InBackoff};
 use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
-use keyed_backoff_redis::{FleetOutageAware, RedisBackoff};
+use keyed_backoff_redis::{RedisBackoff, RedisOutageAware};
 
 /// What the parent tells a child, through its environment.
 pub struct Setup {
@@ -83,7 +83,7 @@ pub fn run(setup: Setup) {
         .build()
         .expect("runtime");
     let clock = MockClock::new();
-    let gate: FleetOutageAware<ConnectionManager> = rt.block_on(async {
+    let gate: RedisOutageAware<ConnectionManager> = rt.block_on(async {
         // A generous timeout: on a loaded machine a slow answer must not
         // pass for Redis being away.
         let mut builder = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(30))
@@ -141,7 +141,7 @@ pub fn run(setup: Setup) {
 /// it reached the dependency (with the answer, and whether the gate knew
 /// of an outage when it let the key go).
 async fn turn(
-    gate: &FleetOutageAware<ConnectionManager>,
+    gate: &RedisOutageAware<ConnectionManager>,
     key: &String,
     now: u64,
     setup: &Setup,

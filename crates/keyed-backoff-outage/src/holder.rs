@@ -1,0 +1,162 @@
+//! Where an outage's state lives: [`OutageState`], implemented by
+//! [`InProcess`] (this process alone) and by
+//! [`Shared`](crate::Shared) (a fleet, through any
+//! [`OutageStore`](crate::OutageStore)). The wrapper asks the same
+//! questions of either; this module holds the questions and the
+//! in-process answers.
+
+use std::fmt;
+use std::future::{Future, ready};
+use std::hash::Hash;
+use std::time::Duration;
+
+use keyed_backoff::Advanced;
+use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
+
+use crate::observe;
+use crate::settings::OutageSettings;
+use crate::state::{Asked, Ruling};
+use crate::watch::{Tally, Watch};
+
+/// Where an [`OutageAware`](crate::OutageAware)'s outage lives: in this
+/// process ([`InProcess`], the default) or shared by a fleet through an
+/// [`OutageStore`](crate::OutageStore) ([`Shared`](crate::Shared)). The
+/// wrapper's decisions are the same over either. Implemented by those two
+/// alone: to keep an outage somewhere else, implement
+/// [`OutageStore`](crate::OutageStore).
+pub trait OutageState: Send + Sync + sealed::Questions {}
+
+impl<T: Send + Sync + sealed::Questions> OutageState for T {}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// What the wrapper asks of the outage's state. Times are on the
+    /// state's own clock; `level` is the key's own level now.
+    pub trait Questions {
+        /// Whether an outage or its release is under way.
+        fn active(&self) -> impl Future<Output = bool> + Send;
+
+        /// The wait the key would be told if it asked to run, changing
+        /// nothing.
+        fn peek<Q: Hash + Sync + ?Sized>(
+            &self,
+            key: &Q,
+            level: Option<Advanced>,
+        ) -> impl Future<Output = Option<Duration>> + Send;
+
+        /// What the key may do, asked by a caller about to run it or for a
+        /// failure; a parked key's wait is from now.
+        fn rule<Q: Hash + Sync + ?Sized>(
+            &self,
+            key: &Q,
+            asked: Asked,
+            level: Option<Advanced>,
+        ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send;
+
+        /// A failure the key's own backoff counted; `fresh` when it
+        /// started the key's ladder.
+        fn failed<Q: Hash + Sync + ?Sized>(
+            &self,
+            key: &Q,
+            fresh: bool,
+        ) -> impl Future<Output = ()> + Send;
+
+        /// A success of the key.
+        fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send;
+
+        /// The figures as last known.
+        fn tally(&self) -> Tally;
+    }
+}
+
+/// An outage seen by this process alone: the default
+/// [`OutageState`], timed on the clock `C`.
+pub struct InProcess<C: Clock = StdClock> {
+    watch: Watch<Option<Advanced>>,
+    clock: C,
+    epoch: C::Instant,
+}
+
+impl<C: Clock> InProcess<C> {
+    /// For validated `settings`, timed on `clock`.
+    pub(crate) fn new(settings: OutageSettings, clock: C) -> Self {
+        let seed = settings.seed.unwrap_or_else(rand::random);
+        let epoch = clock.now();
+        InProcess {
+            watch: Watch::new(settings, seed),
+            clock,
+            epoch,
+        }
+    }
+
+    /// Now, on the outage's time line.
+    #[inline]
+    fn now(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.epoch)
+    }
+}
+
+/// Answered at once, under the watch's lock or with an atomic.
+impl<C: Clock> sealed::Questions for InProcess<C> {
+    #[inline]
+    fn active(&self) -> impl Future<Output = bool> + Send {
+        ready(self.watch.active())
+    }
+
+    fn peek<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        level: Option<Advanced>,
+    ) -> impl Future<Output = Option<Duration>> + Send {
+        ready(self.watch.peek(key, self.now(), level))
+    }
+
+    fn rule<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        asked: Asked,
+        level: Option<Advanced>,
+    ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send {
+        let at = self.now();
+        let ruling = self.watch.rule(key, at, asked, level, observe::outage);
+        ready(match ruling {
+            Ruling::Parked { until, counted } => Ruling::Parked {
+                until: until.saturating_sub(at),
+                counted,
+            },
+            other => other,
+        })
+    }
+
+    #[inline]
+    fn failed<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        fresh: bool,
+    ) -> impl Future<Output = ()> + Send {
+        self.watch
+            .failed(key, fresh, || self.now(), observe::outage);
+        ready(())
+    }
+
+    #[inline]
+    fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send {
+        self.watch.succeeded(key, || self.now(), observe::outage);
+        ready(())
+    }
+
+    fn tally(&self) -> Tally {
+        self.watch.tally()
+    }
+}
+
+impl<C: Clock> fmt::Debug for InProcess<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tally = self.watch.tally();
+        f.debug_struct("InProcess")
+            .field("in_outage", &tally.in_outage)
+            .field("parked", &tally.parked)
+            .finish_non_exhaustive()
+    }
+}
