@@ -34,6 +34,8 @@ pub mod events;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "outage")]
+pub mod outage;
 mod panic;
 #[cfg(feature = "proxy")]
 pub mod proxy;
