@@ -291,7 +291,7 @@ where
     }
 
     /// [`shared`](Self::shared), over a store that follows an outage
-    /// itself (keyed-backoff-redis's `FleetOutageAware`, made by
+    /// itself (keyed-backoff-redis's `RedisOutageAware`, made by
     /// `RedisBackoff::outage_aware(settings)`: one outage for the whole
     /// fleet): [`ObjectBackoff::stats`] reports that outage (whether one is
     /// under way, the objects it parks, the outages so far, as the store

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 /// What an outage-aware gate reports: whether an outage is under way, the
 /// keys it parks, and the outages so far. [`OutageAware`](crate::OutageAware)
-/// implements it, and so does a fleet's outage awareness
-/// (keyed-backoff-redis's `FleetOutageAware`, whose figures are the
-/// fleet's), so that an integration given such a gate (the kube crate's
+/// implements it, whether its outage is in process or shared by a fleet
+/// (then its figures are the fleet's, as this replica last saw them), so
+/// that an integration given such a gate (the kube crate's
 /// `shared_outage_aware`) reports the outage it follows.
 ///
 /// ```

@@ -196,3 +196,36 @@ fn a_fleet_needs_a_seed_every_replica_shares() {
     };
     assert_eq!(err.field(), "outage.seed");
 }
+
+/// A replica that declares the fleet's outage reports it once it is
+/// stored; a replica that adopts it, and a store that fails, report no
+/// second outage (a failing store is a warning).
+#[cfg(feature = "tracing")]
+#[tokio::test]
+async fn the_replica_that_declares_the_fleet_s_outage_reports_it() {
+    use keyed_backoff_testkit::events::Events;
+    let clock = MockClock::new();
+    let store = Memory::new(&clock);
+    let fleet = replicas(&clock, &store, 2);
+    let events = Events::default();
+    let _guard = events.set_default();
+    for k in 0..3 {
+        let _ = fleet[0].fail(&format!("a{k}")).await.unwrap();
+        let _ = fleet[1].fail(&format!("b{k}")).await.unwrap();
+    }
+    store.failing.store(true, Ordering::Relaxed);
+    clock.advance(Duration::from_millis(200));
+    fleet[1].claim(&"c".to_string()).await.unwrap();
+    let seen = events.seen();
+    let began: Vec<_> = seen
+        .iter()
+        .filter(|e| e.message.starts_with("outage began"))
+        .collect();
+    assert_eq!(began.len(), 1, "{seen:?}");
+    assert_eq!(began[0].field("fresh_failures"), Some("3"));
+    assert!(fleet.iter().all(|g| g.outages() == 1));
+    let warned = seen
+        .iter()
+        .filter(|e| e.message.contains("goes on alone for a second"));
+    assert_eq!(warned.count(), 1, "{seen:?}");
+}
