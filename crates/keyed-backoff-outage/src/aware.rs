@@ -172,6 +172,18 @@ impl<G, S: OutageState> OutageAware<G, S> {
     }
 }
 
+impl<G, S: OutageState> OutageAware<G, S> {
+    /// During an outage, the key's own level, or its own wait (its backoff
+    /// or its floor) when it has one: that answers first.
+    async fn own<K: Sync>(&self, key: &K) -> Result<Result<Option<Advanced>, Duration>, G::Error>
+    where
+        G: Gate<K>,
+    {
+        let (level, own) = self.inner.standing(key).await?;
+        Ok(own.map_or(Ok(level), Err))
+    }
+}
+
 impl<K, G, S> Gate<K> for OutageAware<G, S>
 where
     K: Hash + Sync,
@@ -184,11 +196,10 @@ where
         if !self.state.active().await {
             return self.inner.wait(key).await;
         }
-        let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() {
-            return Ok(own);
-        }
-        Ok(self.state.peek(key, level).await)
+        Ok(match self.own(key).await? {
+            Err(own) => Some(own),
+            Ok(level) => self.state.peek(key, level).await,
+        })
     }
 
     /// During an outage the key's own wait and level are read together
@@ -197,13 +208,12 @@ where
         if !self.state.active().await {
             return self.inner.claim(key).await;
         }
-        let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() {
-            return Ok(own);
-        }
-        Ok(match self.state.rule(key, Asked::Claim, level).await {
-            Ruling::Parked { until: wait, .. } => Some(wait),
-            Ruling::Free | Ruling::Released { .. } => None,
+        Ok(match self.own(key).await? {
+            Err(own) => Some(own),
+            Ok(level) => match self.state.rule(key, Asked::Claim, level).await {
+                Ruling::Parked { until: wait, .. } => Some(wait),
+                Ruling::Free | Ruling::Released { .. } => None,
+            },
         })
     }
 

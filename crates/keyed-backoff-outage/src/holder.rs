@@ -120,13 +120,7 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send {
         let at = self.now();
         let ruling = self.watch.rule(key, at, asked, level, observe::outage);
-        ready(match ruling {
-            Ruling::Parked { until, counted } => Ruling::Parked {
-                until: until.saturating_sub(at),
-                counted,
-            },
-            other => other,
-        })
+        ready(ruling.from_now(at))
     }
 
     #[inline]

@@ -31,6 +31,20 @@ pub enum Ruling<L> {
     Released { level: L },
 }
 
+impl<L> Ruling<L> {
+    /// The ruling made at `at`, with a parked key's `until` made its wait
+    /// from then (what the wrapper tells its caller).
+    pub(crate) fn from_now(self, at: Duration) -> Self {
+        match self {
+            Ruling::Parked { until, counted } => Ruling::Parked {
+                until: until.saturating_sub(at),
+                counted,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Why the wrapper asks about a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Asked {

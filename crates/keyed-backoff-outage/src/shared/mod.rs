@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 
 use crate::fleet::{Batch, Call, ReplicaDetector, Rules, View};
 use crate::holder::sealed::Questions;
+use crate::nanos::saturating_nanos as nanos;
 use crate::observe;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Ruling};
@@ -251,7 +252,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
             for &i in &open {
                 let (a, at) = (&asks[i], loaded.now);
                 let (ruling, event) = self.rules.decide(&mut batch, a.hash, at, a.call, a.level);
-                decided.push((i, from_now(ruling, at)));
+                decided.push((i, ruling.from_now(at)));
                 events.extend(event);
             }
             let written = batch.written();
@@ -331,7 +332,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         seen.view = batch.view();
         drop(seen);
         event.into_iter().for_each(observe::outage);
-        from_now(ruling, at)
+        ruling.from_now(at)
     }
 
     /// Loads the state and the parked keys with `hashes`, and reads them:
@@ -476,22 +477,6 @@ impl<T: fmt::Debug, C: Clock> fmt::Debug for Shared<T, C> {
             .field("parked", &view.parked)
             .finish_non_exhaustive()
     }
-}
-
-/// `ruling` decided at `at`, with a parked key's `until` made its wait
-/// from then.
-fn from_now(ruling: Ruling<Option<Advanced>>, at: Duration) -> Ruling<Option<Advanced>> {
-    match ruling {
-        Ruling::Parked { until, counted } => Ruling::Parked {
-            until: until.saturating_sub(at),
-            counted,
-        },
-        other => other,
-    }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// `d` moved by `offset` nanoseconds, saturating at zero and the longest.
