@@ -110,6 +110,8 @@
 
 mod backoff;
 mod builder;
+#[cfg(feature = "fair")]
+mod fair;
 mod gate;
 mod key;
 mod manager;
@@ -124,6 +126,12 @@ mod stats;
 
 pub use backoff::ObjectBackoff;
 pub use builder::ObjectBackoffBuilder;
+#[cfg(feature = "fair")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fair")))]
+pub use fair::{FairReconciles, FairReconcilesBuilder, FairStats, FlowWait, Priority};
+#[cfg(feature = "fair")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fair")))]
+pub use fair_admission;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 pub use keyed_backoff_outage;

@@ -56,7 +56,7 @@ where
     /// the wait left if `key` may not run now (its backoff, or an outage
     /// that parks it): the run is skipped, and counted. The run's one
     /// question to the gate, which may count it as the key's turn.
-    async fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
+    pub(crate) async fn skip(&self, key: &crate::key::ObjectKey<K>) -> Option<std::time::Duration> {
         if !self.skips_while_in_backoff() {
             return None;
         }
@@ -149,26 +149,41 @@ where
                 {
                     return Ok(Action::requeue(wait));
                 }
-                let outcome = match run {
-                    Ok(run) => AssertUnwindSafe(run).catch_unwind().await,
-                    Err(payload) => Err(payload),
-                };
-                let error = match outcome {
-                    Ok(Ok(action)) => {
-                        this.succeeded_async(&key).await;
-                        return Ok(action);
-                    }
-                    Ok(Err(e)) => ReconcileError::reconcile(e),
-                    Err(payload) => {
-                        this.tally().panics.add_one();
-                        let message = error::panic_message(&*payload);
-                        observe::panicked(&key, &message);
-                        ReconcileError::panicked(message)
-                    }
-                };
-                Err(error.with_requeue(this.failed_async(&key).await))
+                this.outcome(&key, run).await
             }
             .boxed()
         }
+    }
+
+    /// The run of `key` once it may go: `run` (the reconcile's future, or
+    /// the panic of the call that made it) awaited with panics caught, and
+    /// its outcome recorded once: a success resets the object, an error or
+    /// a panic is its failure, with the requeue decided carried along.
+    pub(crate) async fn outcome<E, Fut>(
+        &self,
+        key: &crate::key::ObjectKey<K>,
+        run: std::thread::Result<Fut>,
+    ) -> Result<Action, ReconcileError<E>>
+    where
+        Fut: Future<Output = Result<Action, E>>,
+    {
+        let outcome = match run {
+            Ok(run) => AssertUnwindSafe(run).catch_unwind().await,
+            Err(payload) => Err(payload),
+        };
+        let error = match outcome {
+            Ok(Ok(action)) => {
+                self.succeeded_async(key).await;
+                return Ok(action);
+            }
+            Ok(Err(e)) => ReconcileError::reconcile(e),
+            Err(payload) => {
+                self.tally().panics.add_one();
+                let message = error::panic_message(&*payload);
+                observe::panicked(key, &message);
+                ReconcileError::panicked(message)
+            }
+        };
+        Err(error.with_requeue(self.failed_async(key).await))
     }
 }

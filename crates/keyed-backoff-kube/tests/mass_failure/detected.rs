@@ -25,7 +25,7 @@ const MIN_FAILING_KEYS: usize = 20;
 /// no second of the recovery sees more than `release_rate` runs, the probes
 /// that found the dependency back included, and the whole outage reaches
 /// the dependency at least 5x less.
-fn assert_held_and_released(on: &Measured, off: &Measured, release_rate: usize) {
+pub(crate) fn assert_held_and_released(on: &Measured, off: &Measured, release_rate: usize) {
     assert!(
         on.last_first_success <= Duration::from_secs(15),
         "the last object first succeeded {:?} after recovery",

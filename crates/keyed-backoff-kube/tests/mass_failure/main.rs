@@ -3,6 +3,8 @@
 //! time.
 
 mod detected;
+#[cfg(feature = "fair")]
+mod fair;
 mod outage;
 #[path = "../support/mod.rs"]
 mod support;
@@ -97,7 +99,18 @@ pub(crate) async fn outage_row(
     builder: ObjectBackoffBuilder<ConfigMap>,
     down_for: Duration,
 ) -> Measured {
-    let measured = outage::measure(builder, OUTAGE_OBJECTS, down_for).await;
+    outage_row_with(preset, builder, down_for, None).await
+}
+
+/// [`outage_row`], with the reconciles through fair queues of `fair_seats`
+/// seats if given.
+pub(crate) async fn outage_row_with(
+    preset: &str,
+    builder: ObjectBackoffBuilder<ConfigMap>,
+    down_for: Duration,
+    fair_seats: Option<u32>,
+) -> Measured {
+    let measured = outage::measure(builder, OUTAGE_OBJECTS, down_for, fair_seats).await;
     println!("{preset}, {} s | {measured}", down_for.as_secs());
     measured
 }

@@ -77,11 +77,13 @@ impl fmt::Display for Measured {
 /// Runs `objects` objects through a `Controller` with the backoff
 /// `builder` builds, the dependency down for `down_for` from the start,
 /// until every object has succeeded once (or `down_for` plus 2000 s of
-/// paused time, and then fails).
+/// paused time, and then fails). With `fair_seats`, the reconciles go
+/// through fair queues with that many seats (feature `fair`).
 pub async fn measure(
     builder: ObjectBackoffBuilder<ConfigMap>,
     objects: usize,
     down_for: Duration,
+    fair_seats: Option<u32>,
 ) -> Measured {
     let backoff = builder.build().unwrap();
     let client = ApiServer::new(
@@ -98,14 +100,23 @@ pub async fn measure(
     let controller = Controller::new(
         Api::<ConfigMap>::namespaced(client, "default"),
         watcher::Config::default(),
-    )
-    .run(
-        backoff.reconciler(reconcile),
-        backoff.error_policy(),
-        Arc::clone(&dependency),
-    )
-    .for_each(|_| async {});
-    let task = tokio::spawn(controller);
+    );
+    let (policy, context) = (backoff.error_policy(), Arc::clone(&dependency));
+    let task = match fair_seats {
+        #[cfg(feature = "fair")]
+        Some(seats) => {
+            let fair = keyed_backoff_kube::FairReconciles::builder(controller.store())
+                .seats(seats)
+                .build()
+                .unwrap();
+            let run = controller.run(fair.reconciler(&backoff, reconcile), policy, context);
+            tokio::spawn(run.for_each(|_| async {}))
+        }
+        _ => {
+            let run = controller.run(backoff.reconciler(reconcile), policy, context);
+            tokio::spawn(run.for_each(|_| async {}))
+        }
+    };
     let deadline = down_for + Duration::from_secs(2000);
     while backoff.stats().successes < objects as u64 {
         assert!(

@@ -28,6 +28,8 @@ pub struct ApiServer<K> {
     pub objects: Vec<K>,
     pub events: Vec<(Duration, &'static str, K)>,
     other: Option<Other>,
+    /// The namespace it serves, or every namespace.
+    namespace: Option<&'static str>,
 }
 
 impl<K> ApiServer<K>
@@ -39,7 +41,15 @@ where
             objects,
             events: Vec::new(),
             other: None,
+            namespace: Some("default"),
         }
+    }
+
+    /// Serves the objects of every namespace (for `Api::all`), not only
+    /// `default`'s.
+    pub fn cluster_wide(mut self) -> Self {
+        self.namespace = None;
+        self
     }
 
     /// Adds an event of `kind` (`ADDED`, `MODIFIED`, `DELETED`) at `at`.
@@ -69,7 +79,7 @@ where
 
     async fn serve(mut self, mut handle: Handle) {
         let t0 = Instant::now();
-        let collection = K::url_path(&(), Some("default"));
+        let collection = K::url_path(&(), self.namespace);
         let mut events = Some(std::mem::take(&mut self.events));
         while let Some((request, respond)) = handle.next_request().await {
             let path = request.uri().path().to_owned();

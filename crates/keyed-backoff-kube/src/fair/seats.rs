@@ -1,0 +1,412 @@
+//! The seats and the reconciles waiting for them: one [`Apf`] with a level
+//! per [`Priority`], fed from a backlog per flow, and a strict order
+//! between the levels for the seats themselves.
+//!
+//! Kubernetes' fair queuing is fair between *queues*; a flow's burst, dealt
+//! over its whole hand, would sit in front of every flow that shares one of
+//! those queues. So each flow keeps its own backlog (oldest first) and has
+//! at most [`Seats::PER_FLOW_QUEUED`] reconciles in the `Apf`'s queues at a
+//! time; the `Apf` picks which flow goes next.
+//!
+//! Both levels hold as many seats as the gate (the `Apf` is built with
+//! twice the seats, in equal shares, lending nothing): a level's request
+//! that the `Apf` dispatches is *ready*, and ready reconciles take the
+//! gate's seats, those of [`Priority::Changed`] first.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fair_admission::{Admission, Admit, Apf, LevelId, Ticket};
+use futures::channel::oneshot;
+use tokio::time::Instant;
+
+use super::stats::{FairStats, FlowWait, Priority};
+
+/// What a waiting reconcile is told, once.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// It holds a seat: run, then hand the ticket back.
+    Seat(Ticket),
+    /// Its object is gone: it leaves without running.
+    Gone,
+    /// No room to wait: requeue after the wait given.
+    Full(Duration),
+}
+
+/// Where a waiting reconcile is.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// In its flow's backlog.
+    Backlog,
+    /// In one of the `Apf`'s queues.
+    Queued(Ticket),
+    /// Dispatched by the `Apf`, waiting for one of the gate's seats.
+    Ready(Ticket),
+}
+
+struct Waiter<R> {
+    tx: oneshot::Sender<Answer>,
+    ident: R,
+    flow: Arc<str>,
+    priority: Priority,
+    since: Instant,
+    place: Place,
+}
+
+/// One flow at one priority: its backlog (waiter ids, oldest first) and
+/// how many of its reconciles wait in the `Apf`'s queues.
+#[derive(Default)]
+struct Flow {
+    backlog: BTreeSet<u64>,
+    queued: usize,
+}
+
+/// How many may wait: per flow and per priority.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) per_flow: usize,
+    pub(crate) per_priority: usize,
+}
+
+/// The gate's state: every reconcile waiting or holding a seat. `R`
+/// identifies a waiting reconcile's object, for the question whether it
+/// still exists.
+pub(crate) struct Seats<R> {
+    apf: Apf,
+    levels: [LevelId; 2],
+    seats: u32,
+    running: u32,
+    limits: Limits,
+    /// Every waiting reconcile, by id (ids grow: the first is the oldest).
+    waiters: BTreeMap<u64, Waiter<R>>,
+    /// Waiters in the `Apf`'s queues, by ticket.
+    queued: HashMap<Ticket, u64>,
+    flows: HashMap<(Priority, Arc<str>), Flow>,
+    /// Ready waiters per priority, in dispatch order (ids of waiters gone
+    /// since are skipped).
+    ready: [VecDeque<u64>; 2],
+    waiting: [usize; 2],
+    next_id: u64,
+    epoch: Instant,
+    pub(crate) stats: FairStats,
+}
+
+impl<R> Seats<R> {
+    /// At most this many reconciles of one flow wait in the `Apf`'s queues.
+    pub(crate) const PER_FLOW_QUEUED: usize = 4;
+
+    /// `seats` seats over `apf`, whose two levels (changed, resync) each
+    /// hold `seats`.
+    pub(crate) fn new(apf: Apf, levels: [LevelId; 2], seats: u32, limits: Limits) -> Self {
+        Seats {
+            apf,
+            levels,
+            seats,
+            running: 0,
+            limits,
+            waiters: BTreeMap::new(),
+            queued: HashMap::new(),
+            flows: HashMap::new(),
+            ready: [VecDeque::new(), VecDeque::new()],
+            waiting: [0, 0],
+            next_id: 0,
+            epoch: Instant::now(),
+            stats: FairStats {
+                seats,
+                ..FairStats::default()
+            },
+        }
+    }
+
+    /// Sets the `Apf`'s clock to now.
+    fn tick(&mut self) {
+        let dispatched = self.apf.advance_to(self.epoch.elapsed());
+        self.settle(dispatched);
+    }
+
+    /// A reconcile of `ident`, in `flow` at `priority`, starts waiting:
+    /// its id and where its answer comes, or the wait before it tries
+    /// again if there is no room.
+    pub(crate) fn enqueue(
+        &mut self,
+        ident: R,
+        flow: Arc<str>,
+        priority: Priority,
+        alive: impl Fn(&R) -> bool,
+    ) -> Result<(u64, oneshot::Receiver<Answer>), Duration> {
+        self.tick();
+        let p = priority as usize;
+        let backlog = self
+            .flows
+            .get(&(priority, Arc::clone(&flow)))
+            .map_or(0, |f| f.backlog.len() + f.queued);
+        if self.waiting[p] >= self.limits.per_priority || backlog >= self.limits.per_flow {
+            self.stats.requeued_full += 1;
+            return Err(self.retry_after(priority));
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = self.next_id;
+        self.next_id += 1;
+        let waiter = Waiter {
+            tx,
+            ident,
+            flow: Arc::clone(&flow),
+            priority,
+            since: Instant::now(),
+            place: Place::Backlog,
+        };
+        self.waiters.insert(id, waiter);
+        self.waiting[p] += 1;
+        let key = (priority, flow);
+        self.flows
+            .entry(key.clone())
+            .or_default()
+            .backlog
+            .insert(id);
+        self.feed(key);
+        self.pump(alive);
+        Ok((id, rx))
+    }
+
+    /// The wait before a reconcile refused for want of room tries again:
+    /// the level's `Retry-After` (1 s, doubling while it keeps refusing).
+    fn retry_after(&self, priority: Priority) -> Duration {
+        let level = self.levels[priority as usize];
+        self.apf
+            .retry_after(level)
+            .unwrap_or(Duration::from_secs(1))
+    }
+
+    /// Moves `key`'s oldest waiters into the `Apf`'s queues, up to
+    /// [`PER_FLOW_QUEUED`](Self::PER_FLOW_QUEUED), and settles whatever
+    /// that dispatched.
+    fn feed(&mut self, key: (Priority, Arc<str>)) {
+        let mut flows = vec![key];
+        while let Some(key) = flows.pop() {
+            let (priority, ref flow_name) = key;
+            let level = self.levels[priority as usize];
+            loop {
+                let id = match self.flows.get_mut(&key) {
+                    Some(flow) if flow.queued < Self::PER_FLOW_QUEUED => {
+                        match flow.backlog.pop_first() {
+                            Some(id) => id,
+                            None => break,
+                        }
+                    }
+                    _ => break,
+                };
+                let Admission {
+                    admit, dispatched, ..
+                } = self.apf.admit(level, &**flow_name, 1);
+                match admit {
+                    Admit::Dispatched(ticket) => self.make_ready(id, ticket),
+                    Admit::Queued(ticket) => {
+                        if let Some(flow) = self.flows.get_mut(&key) {
+                            flow.queued += 1;
+                        }
+                        self.queued.insert(ticket, id);
+                        if let Some(w) = self.waiters.get_mut(&id) {
+                            w.place = Place::Queued(ticket);
+                        }
+                    }
+                    _ => {
+                        let wait = self.retry_after(priority);
+                        self.stats.requeued_full += 1;
+                        self.answer(id, Answer::Full(wait));
+                    }
+                }
+                flows.extend(self.on_dispatched(dispatched));
+            }
+            self.forget_flow_if_idle(&key);
+        }
+    }
+
+    /// Marks the tickets the `Apf` dispatched ready; the flows that then
+    /// have room in its queues.
+    fn on_dispatched(&mut self, dispatched: Vec<Ticket>) -> Vec<(Priority, Arc<str>)> {
+        let mut flows = Vec::new();
+        for ticket in dispatched {
+            let Some(id) = self.queued.remove(&ticket) else {
+                continue;
+            };
+            let Some(w) = self.waiters.get(&id) else {
+                continue;
+            };
+            let key = (w.priority, Arc::clone(&w.flow));
+            if let Some(flow) = self.flows.get_mut(&key) {
+                flow.queued -= 1;
+            }
+            self.make_ready(id, ticket);
+            flows.push(key);
+        }
+        flows
+    }
+
+    /// Settles tickets the `Apf` dispatched outside [`feed`](Self::feed).
+    fn settle(&mut self, dispatched: Vec<Ticket>) {
+        for key in self.on_dispatched(dispatched) {
+            self.feed(key);
+        }
+    }
+
+    fn make_ready(&mut self, id: u64, ticket: Ticket) {
+        if let Some(w) = self.waiters.get_mut(&id) {
+            w.place = Place::Ready(ticket);
+            self.ready[w.priority as usize].push_back(id);
+        }
+    }
+
+    fn forget_flow_if_idle(&mut self, key: &(Priority, Arc<str>)) {
+        if self
+            .flows
+            .get(key)
+            .is_some_and(|f| f.backlog.is_empty() && f.queued == 0)
+        {
+            self.flows.remove(key);
+        }
+    }
+
+    /// Removes waiter `id` and tells it `answer`; `false` if its future
+    /// has gone. A seat's ticket is not completed here.
+    fn answer(&mut self, id: u64, answer: Answer) -> bool {
+        let Some(w) = self.waiters.remove(&id) else {
+            return false;
+        };
+        self.waiting[w.priority as usize] -= 1;
+        w.tx.send(answer).is_ok()
+    }
+
+    /// Gives free seats to ready waiters, changed ones first; a waiter
+    /// whose object is no longer `alive` is told so and takes none.
+    fn pump(&mut self, alive: impl Fn(&R) -> bool) {
+        while self.running < self.seats {
+            let next = self.ready.iter_mut().find_map(|ready| {
+                while let Some(id) = ready.pop_front() {
+                    if self.waiters.contains_key(&id) {
+                        return Some(id);
+                    }
+                }
+                None
+            });
+            let Some(id) = next else { break };
+            let w = &self.waiters[&id];
+            let Place::Ready(ticket) = w.place else {
+                continue;
+            };
+            let (priority, gone) = (w.priority, !alive(&w.ident));
+            let waited = w.since.elapsed();
+            if gone {
+                self.stats.dropped_deleted += 1;
+                self.answer(id, Answer::Gone);
+                self.release(ticket);
+            } else if self.answer(id, Answer::Seat(ticket)) {
+                self.running += 1;
+                self.stats.granted[priority as usize] += 1;
+                super::observe::granted(priority, waited);
+            } else {
+                self.release(ticket);
+            }
+        }
+        self.stats.seats_in_use = self.running;
+        self.stats.waiting = self.waiting;
+        super::observe::state(&self.stats, self.longest_wait());
+    }
+
+    /// Hands an `Apf` seat back (its reconcile ran, or never will).
+    fn release(&mut self, ticket: Ticket) {
+        if let Some(dispatched) = self.apf.complete(ticket) {
+            self.settle(dispatched);
+        }
+    }
+
+    /// The reconcile holding `ticket` finished: its seat goes to the next.
+    pub(crate) fn finish(&mut self, ticket: Ticket, alive: impl Fn(&R) -> bool) {
+        self.tick();
+        self.running = self.running.saturating_sub(1);
+        self.release(ticket);
+        self.pump(alive);
+    }
+
+    /// Waiter `id` stops waiting (its future went away, or its object is
+    /// gone): it leaves its backlog or queue, or hands back the `Apf`
+    /// seat it was dispatched.
+    pub(crate) fn cancel(&mut self, id: u64, alive: impl Fn(&R) -> bool) {
+        self.tick();
+        self.leave(id);
+        self.pump(alive);
+    }
+
+    fn leave(&mut self, id: u64) {
+        let Some(w) = self.waiters.get(&id) else {
+            return;
+        };
+        let (place, key) = (w.place, (w.priority, Arc::clone(&w.flow)));
+        self.answer(id, Answer::Gone);
+        match place {
+            Place::Backlog => {
+                if let Some(flow) = self.flows.get_mut(&key) {
+                    flow.backlog.remove(&id);
+                }
+                self.forget_flow_if_idle(&key);
+            }
+            Place::Queued(ticket) => {
+                self.apf.cancel(ticket);
+                self.queued.remove(&ticket);
+                if let Some(flow) = self.flows.get_mut(&key) {
+                    flow.queued -= 1;
+                }
+                self.feed(key);
+            }
+            Place::Ready(ticket) => self.release(ticket),
+        }
+    }
+
+    /// Every waiter whose object is no longer `alive` leaves, told so.
+    pub(crate) fn sweep(&mut self, alive: impl Fn(&R) -> bool) {
+        self.tick();
+        let gone: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| !alive(&w.ident))
+            .map(|(id, _)| *id)
+            .collect();
+        self.stats.dropped_deleted += gone.len() as u64;
+        for id in gone {
+            self.leave(id);
+        }
+        self.pump(alive);
+    }
+
+    /// How long the oldest waiter has waited.
+    fn longest_wait(&self) -> Duration {
+        self.waiters
+            .first_key_value()
+            .map_or(Duration::ZERO, |(_, w)| w.since.elapsed())
+    }
+
+    /// The longest wait of each flow with a reconcile waiting, longest
+    /// first.
+    pub(crate) fn longest_waits(&self) -> Vec<FlowWait> {
+        let mut oldest: HashMap<(Priority, &Arc<str>), Instant> = HashMap::new();
+        for w in self.waiters.values() {
+            let since = oldest.entry((w.priority, &w.flow)).or_insert(w.since);
+            *since = (*since).min(w.since);
+        }
+        let mut waits: Vec<FlowWait> = oldest
+            .into_iter()
+            .map(|((priority, flow), since)| FlowWait {
+                flow: flow.to_string(),
+                priority,
+                waited: since.elapsed(),
+            })
+            .collect();
+        waits.sort_by(|a, b| b.waited.cmp(&a.waited).then(a.flow.cmp(&b.flow)));
+        waits
+    }
+
+    /// The `Apf`'s levels, queues and requests.
+    pub(crate) fn dump(&self) -> fair_admission::Dump {
+        self.apf.dump()
+    }
+}

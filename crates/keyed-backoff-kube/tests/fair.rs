@@ -1,0 +1,250 @@
+//! Fair reconciles on a real kube-runtime `Controller` against a mocked
+//! API server, under tokio's paused time: each scenario runs the plain
+//! controller (first-in first-out under the same concurrency) and the one
+//! whose reconciles go through `FairReconciles`, and asserts both.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use keyed_backoff_kube::fair_admission::LimitResponse;
+use keyed_backoff_kube::{FairReconciles, ObjectBackoff, ObjectBackoffBuilder, Priority};
+use kube::Api;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::watcher;
+use support::{ApiServer, Failed, run_for};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A config map `name` in `namespace`, whose uid is `uid-<namespace>-<name>`.
+fn cm(namespace: &str, name: &str, resource_version: u32) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.to_owned());
+    cm.metadata.namespace = Some(namespace.to_owned());
+    cm.metadata.resource_version = Some(resource_version.to_string());
+    cm.metadata.uid = Some(format!("uid-{namespace}-{name}"));
+    cm
+}
+
+/// `count` config maps `cm-0`, `cm-1`, ... in each of `namespaces`, listed
+/// namespace by namespace as the API server lists them.
+fn objects(namespaces: &[String], count: usize) -> Vec<ConfigMap> {
+    let mut all = Vec::with_capacity(namespaces.len() * count);
+    for ns in namespaces {
+        all.extend((0..count).map(|i| cm(ns, &format!("cm-{i}"), 1)));
+    }
+    all
+}
+
+/// What every reconcile does: it takes `work`, fails until `fail_until`,
+/// and then succeeds with a requeue at `requeue_at` (if given, for objects
+/// named `cm-*`) or none. It logs (namespace, name, start) of every run.
+struct Script {
+    t0: Instant,
+    work: Duration,
+    fail_until: Duration,
+    requeue_at: Option<Duration>,
+    runs: Mutex<Vec<(String, String, Duration)>>,
+}
+
+impl Script {
+    fn new(work: Duration) -> Self {
+        Script {
+            t0: Instant::now(),
+            work,
+            fail_until: Duration::ZERO,
+            requeue_at: None,
+            runs: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn runs(&self) -> Vec<(String, String, Duration)> {
+        self.runs.lock().unwrap().clone()
+    }
+
+    /// The start times of the runs of `namespace`/`name`.
+    fn timeline(&self, namespace: &str, name: &str) -> Vec<Duration> {
+        let runs = self.runs.lock().unwrap();
+        let of = |(ns, n, _): &&(String, String, Duration)| ns == namespace && n == name;
+        runs.iter().filter(of).map(|(_, _, at)| *at).collect()
+    }
+}
+
+async fn reconcile(cm: Arc<ConfigMap>, script: Arc<Script>) -> Result<Action, Failed> {
+    let name = cm.metadata.name.clone().unwrap();
+    let ns = cm.metadata.namespace.clone().unwrap();
+    let start = script.t0.elapsed();
+    script.runs.lock().unwrap().push((ns, name.clone(), start));
+    tokio::time::sleep(script.work).await;
+    let now = script.t0.elapsed();
+    if now < script.fail_until {
+        return Err(Failed);
+    }
+    match script.requeue_at {
+        Some(at) if name.starts_with("cm-") => Ok(Action::requeue(at.saturating_sub(now))),
+        _ => Ok(Action::await_change()),
+    }
+}
+
+/// How the controller runs its reconciles.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// kube-runtime's own order, at most this many at once.
+    Plain(u16),
+    /// Through fair queues of this many seats (the controller unbounded).
+    Fair(u32),
+    /// The same, with queues of this shape.
+    FairQueued(u32, LimitResponse),
+}
+
+/// Runs a controller over every namespace of `server` in `mode` for
+/// `horizon`; the gate, in fair mode.
+async fn run(
+    server: ApiServer<ConfigMap>,
+    backoff: &ObjectBackoff<ConfigMap>,
+    script: &Arc<Script>,
+    mode: Mode,
+    horizon: Duration,
+) -> Option<FairReconciles<ConfigMap>> {
+    let api = Api::<ConfigMap>::all(server.cluster_wide().client());
+    let controller = Controller::new(api, watcher::Config::default());
+    let (policy, ctx) = (backoff.error_policy(), Arc::clone(script));
+    match mode {
+        Mode::Plain(concurrency) => {
+            let controller = controller.with_config(Config::default().concurrency(concurrency));
+            let run = controller.run(backoff.reconciler(reconcile), policy, ctx);
+            run_for(run.for_each(|_| async {}), horizon).await;
+            None
+        }
+        Mode::Fair(seats) | Mode::FairQueued(seats, _) => {
+            let mut builder = FairReconciles::builder(controller.store()).seats(seats);
+            if let Mode::FairQueued(_, queuing) = mode {
+                builder = builder.queuing(queuing);
+            }
+            let fair = builder.build().unwrap();
+            let run = controller.run(fair.reconciler(backoff, reconcile), policy, ctx);
+            run_for(run.for_each(|_| async {}), horizon).await;
+            Some(fair)
+        }
+    }
+}
+
+/// When each object of `namespace` first ran, after `since`.
+fn first_runs(script: &Script, namespace: &str, since: Duration) -> Vec<Duration> {
+    let mut first: BTreeMap<String, Duration> = BTreeMap::new();
+    for (ns, name, at) in script.runs() {
+        if ns == namespace {
+            first.entry(name).or_insert(at);
+        }
+    }
+    first.into_values().map(|at| at - since).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_namespace_is_reconciled_within_a_second_behind_five_thousand_objects_of_another() {
+    // 5,000 objects in `a` at the start, 100 ms each; 10 new objects in
+    // `b` 10 s later; 8 at once.
+    let b_at = 10 * SECOND;
+    let server = || {
+        let b = (0..10).map(|i| cm("b", &format!("cm-{i}"), 2));
+        b.fold(ApiServer::new(objects(&["a".into()], 5_000)), |s, cm| {
+            s.event(b_at, "ADDED", cm)
+        })
+    };
+    let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    let plain = Arc::new(Script::new(100 * MS));
+    run(server(), &backoff, &plain, Mode::Plain(8), 70 * SECOND).await;
+    let fair = Arc::new(Script::new(100 * MS));
+    let gate = run(server(), &backoff, &fair, Mode::Fair(8), 15 * SECOND).await;
+
+    let plain_b = first_runs(&plain, "b", b_at);
+    let fair_b = first_runs(&fair, "b", b_at);
+    let (plain_worst, fair_worst) = (plain_b.iter().max(), fair_b.iter().max());
+    println!("b's first reconcile after its creation: plain {plain_worst:?}, fair {fair_worst:?}");
+    assert_eq!((plain_b.len(), fair_b.len()), (10, 10));
+    // kube-runtime takes the objects it holds back in its hash set's
+    // order: `b`'s land among the 4,200 of `a` still waiting, and the last
+    // waits for most of them (`a` drains at 80 a second).
+    assert!(plain_worst.unwrap() > &(20 * SECOND), "{plain_b:?}");
+    assert!(fair_b.iter().all(|d| *d <= SECOND), "{fair_b:?}");
+    // Meanwhile `a` kept every seat it could use: 8 at a time, 100 ms each.
+    let a_runs = first_runs(&fair, "a", Duration::ZERO).len();
+    assert!(
+        (1_185..=1_200).contains(&a_runs),
+        "{a_runs} of a's ran by 15 s"
+    );
+    let stats = gate.unwrap().stats();
+    assert_eq!(stats.seats_in_use, 8);
+    assert_eq!(stats.granted(Priority::Changed) as usize, a_runs + 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_object_deleted_while_it_waits_leaves_its_queue_without_running() {
+    // 50 objects of 1 s each, 2 at once; `victim` joins their namespace
+    // at 3 s, behind 44 of them, and is deleted at 5 s.
+    let victim = cm("a", "victim", 2);
+    let server = ApiServer::new(objects(&["a".into()], 50))
+        .event(3 * SECOND, "ADDED", victim.clone())
+        .event(5 * SECOND, "DELETED", victim);
+    let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    let script = Arc::new(Script::new(SECOND));
+    let gate = run(server, &backoff, &script, Mode::Fair(2), 6500 * MS).await;
+    let stats = gate.unwrap().stats();
+    assert_eq!(stats.dropped_deleted, 1);
+    // 50 less the 14 started by 6 s; the victim is gone.
+    assert_eq!(stats.waiting(Priority::Changed), 50 - 14);
+    assert!(script.timeline("a", "victim").is_empty());
+    assert_eq!(backoff.stats().successes, 12);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_that_finds_its_queues_full_is_requeued_and_runs_later() {
+    // One seat; a flow may hold 2 × 2 waiting: of 20 objects, most find
+    // no room at first, and every one runs once in the end.
+    let server = ApiServer::new(objects(&["a".into()], 20));
+    let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    let script = Arc::new(Script::new(100 * MS));
+    let small = LimitResponse::Queue {
+        queues: 4,
+        queue_length_limit: 2,
+        hand_size: 2,
+    };
+    let mode = Mode::FairQueued(1, small);
+    let gate = run(server, &backoff, &script, mode, 120 * SECOND).await;
+    let stats = gate.unwrap().stats();
+    assert!(stats.requeued_full >= 15, "{stats:?}");
+    let mut ran: Vec<_> = script.runs().into_iter().map(|r| r.1).collect();
+    ran.sort();
+    ran.dedup();
+    assert_eq!((ran.len(), script.runs().len()), (20, 20));
+    assert_eq!(backoff.stats().successes, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_object_in_backoff_takes_no_seat_when_an_event_wakes_it() {
+    // `broken` always fails: 10 s of backoff after its first run; a change
+    // at 2 s wakes it early, and its run is skipped without a seat.
+    let server = ApiServer::new(vec![cm("a", "broken", 1)]).event(
+        2 * SECOND,
+        "MODIFIED",
+        cm("a", "broken", 2),
+    );
+    let backoff = ObjectBackoffBuilder::kubelet()
+        .skip_while_in_backoff(true)
+        .build()
+        .unwrap();
+    let mut script = Script::new(MS);
+    script.fail_until = Duration::MAX;
+    let script = Arc::new(script);
+    let gate = run(server, &backoff, &script, Mode::Fair(1), 5 * SECOND).await;
+    let stats = gate.unwrap().stats();
+    assert_eq!(stats.granted, [1, 0]);
+    assert_eq!(backoff.stats().skips, 1);
+    assert_eq!(script.timeline("a", "broken"), [Duration::ZERO]);
+}
