@@ -120,7 +120,7 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send {
         let at = self.now();
         let ruling = self.watch.rule(key, at, asked, level, observe::outage);
-        ready(ruling.from_now(at))
+        ready(ruling.waits_from(at))
     }
 
     #[inline]

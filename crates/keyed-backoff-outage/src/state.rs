@@ -34,7 +34,7 @@ pub enum Ruling<L> {
 impl<L> Ruling<L> {
     /// The ruling made at `at`, with a parked key's `until` made its wait
     /// from then (what the wrapper tells its caller).
-    pub(crate) fn from_now(self, at: Duration) -> Self {
+    pub(crate) fn waits_from(self, at: Duration) -> Self {
         match self {
             Ruling::Parked { until, counted } => Ruling::Parked {
                 until: until.saturating_sub(at),

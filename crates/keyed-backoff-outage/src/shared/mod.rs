@@ -252,7 +252,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
             for &i in &open {
                 let (a, at) = (&asks[i], loaded.now);
                 let (ruling, event) = self.rules.decide(&mut batch, a.hash, at, a.call, a.level);
-                decided.push((i, ruling.from_now(at)));
+                decided.push((i, ruling.waits_from(at)));
                 events.extend(event);
             }
             let written = batch.written();
@@ -332,7 +332,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         seen.view = batch.view();
         drop(seen);
         event.into_iter().for_each(observe::outage);
-        ruling.from_now(at)
+        ruling.waits_from(at)
     }
 
     /// Loads the state and the parked keys with `hashes`, and reads them:
