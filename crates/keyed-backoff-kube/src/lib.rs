@@ -144,7 +144,8 @@ pub use keyed_backoff::{
 pub use reconcile::ReconcileError;
 pub use stats::Stats;
 
-/// The README's examples, compiled as doc tests.
+/// The README's examples, compiled as doc tests (its fair reconciles need
+/// the `fair` feature).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "fair"))]
 pub struct ReadmeDoctests;
