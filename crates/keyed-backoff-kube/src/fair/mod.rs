@@ -379,7 +379,7 @@ where
     }
 }
 
-/// A seat held: dropped, it goes to the next reconcile.
+/// A seat taken: dropped, it goes to the next reconcile.
 struct Seat<K>
 where
     K: Resource + Clone + Send + Sync + 'static,
