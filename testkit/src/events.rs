@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use tracing::Dispatch;
 use tracing::field::{Field, Visit};
-use tracing::subscriber::DefaultGuard;
+use tracing::subscriber::{DefaultGuard, NoSubscriber};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
@@ -54,7 +55,17 @@ impl Events {
 
     /// Makes this recorder the thread's default subscriber until the guard
     /// drops (for async tests, whose body cannot be one closure).
+    ///
+    ///
+    /// A second subscriber, which records nothing, is registered for the
+    /// life of the process first: with a single scoped subscriber, `tracing`
+    /// asks only the registering thread's own subscriber whether a new
+    /// callsite is of interest, so a callsite first reached by a thread
+    /// without this recorder (another test) would be shut off for good and
+    /// its events would never reach it.
     pub fn set_default(&self) -> DefaultGuard {
+        static ANOTHER: OnceLock<Dispatch> = OnceLock::new();
+        ANOTHER.get_or_init(|| Dispatch::new(NoSubscriber::default()));
         tracing::subscriber::set_default(tracing_subscriber::registry().with(self.clone()))
     }
 
