@@ -169,6 +169,14 @@ pub(crate) struct Written {
     pub(crate) cleared: bool,
 }
 
+impl Written {
+    /// Applies the parked keys' changes to `parked` (a copy kept in
+    /// memory).
+    pub(crate) fn apply(&self, parked: &mut HashMap<u64, ParkedKey>) {
+        crate::store::apply(self.cleared, &self.parked, parked);
+    }
+}
+
 impl Batch {
     /// What the state is now.
     pub(crate) fn view(&self) -> View {

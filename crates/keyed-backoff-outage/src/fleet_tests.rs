@@ -64,15 +64,7 @@ impl Values {
         let mut batch = rules.batch(self.state.as_ref(), [(hash, entry)]).unwrap();
         let (ruling, event) = rules.decide(&mut batch, hash, at, call, level);
         let written = batch.written();
-        if written.cleared {
-            self.entries.clear();
-        }
-        for (hash, entry) in &written.parked {
-            match entry {
-                Some(entry) => _ = self.entries.insert(*hash, entry.clone()),
-                None => _ = self.entries.remove(hash),
-            }
-        }
+        written.apply(&mut self.entries);
         if let Some(state) = &written.state {
             self.state = Some(state.clone());
         }

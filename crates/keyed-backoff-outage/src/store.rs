@@ -1,7 +1,9 @@
 //! [`OutageStore`]: where a fleet keeps the outage it shares, and the
 //! values it keeps there ([`SharedOutage`], [`ParkedKey`]).
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use keyed_backoff::Advanced;
@@ -58,15 +60,7 @@ use keyed_backoff::Advanced;
 ///         if kept.0 != write.version {
 ///             return Ok(false);
 ///         }
-///         if write.cleared {
-///             kept.2.clear();
-///         }
-///         for (hash, entry) in write.parked {
-///             match entry {
-///                 Some(entry) => _ = kept.2.insert(*hash, entry.clone()),
-///                 None => _ = kept.2.remove(hash),
-///             }
-///         }
+///         write.apply(&mut kept.2);
 ///         kept.0 += 1;
 ///         kept.1 = Some(write.state.clone());
 ///         Ok(true)
@@ -135,6 +129,33 @@ pub struct Stored<'a> {
     /// Every parked key stored before is stale: remove them all before
     /// writing [`parked`](Self::parked).
     pub cleared: bool,
+}
+
+impl Stored<'_> {
+    /// Applies the parked keys' changes to `parked`, a map a store keeps
+    /// in memory: every key removed first when
+    /// [`cleared`](Self::cleared), then each written or removed.
+    pub fn apply<S: BuildHasher>(&self, parked: &mut HashMap<u64, ParkedKey, S>) {
+        apply(self.cleared, self.parked, parked);
+    }
+}
+
+/// `changes` to the parked keys applied to `parked`, after clearing it
+/// when `cleared`.
+pub(crate) fn apply<S: BuildHasher>(
+    cleared: bool,
+    changes: &[(u64, Option<ParkedKey>)],
+    parked: &mut HashMap<u64, ParkedKey, S>,
+) {
+    if cleared {
+        parked.clear();
+    }
+    for (hash, entry) in changes {
+        match entry {
+            Some(entry) => _ = parked.insert(*hash, entry.clone()),
+            None => _ = parked.remove(hash),
+        }
+    }
 }
 
 /// The outage a fleet shares, as a value a store keeps: the phase (normal,

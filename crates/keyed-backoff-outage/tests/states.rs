@@ -85,15 +85,7 @@ impl OutageStore for Memory {
         if kept.version != write.version {
             return Ok(false);
         }
-        if write.cleared {
-            kept.parked.clear();
-        }
-        for (hash, entry) in write.parked {
-            match entry {
-                Some(entry) => _ = kept.parked.insert(*hash, entry.clone()),
-                None => _ = kept.parked.remove(hash),
-            }
-        }
+        write.apply(&mut kept.parked);
         kept.version += 1;
         kept.state = Some(write.state.clone());
         Ok(true)

@@ -182,7 +182,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     async fn check(&self) -> View {
         if !self.alone() {
             match self.load_read(&[]).await {
-                Ok((loaded, batch)) => {
+                Ok((loaded, batch, _)) => {
                     self.saw(Some(batch.state()), batch.view(), &loaded);
                     return batch.view();
                 }
@@ -241,7 +241,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         let mut open: Vec<usize> = (0..asks.len()).collect();
         while !open.is_empty() && !self.alone() {
             let hashes: Vec<u64> = open.iter().map(|&i| asks[i].hash).collect();
-            let (loaded, mut batch) = match self.load_read(&hashes).await {
+            let (loaded, mut batch, adopted) = match self.load_read(&hashes).await {
                 Ok(found) => found,
                 Err(fault) => {
                     self.go_alone(&fault);
@@ -258,7 +258,6 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
             let written = batch.written();
             // A change always writes a state (a parked key is counted in
             // it); so does a state adopted from this replica's copy.
-            let adopted = loaded.state.is_none() && self.seen.lock().view.active;
             let changed = written.state.is_some() || !written.parked.is_empty() || adopted;
             let state = written.state.unwrap_or_else(|| batch.state());
             if changed {
@@ -317,15 +316,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         };
         let (ruling, event) = self.rules.decide(&mut batch, a.hash, at, a.call, a.level);
         let written = batch.written();
-        if written.cleared {
-            seen.entries.clear();
-        }
-        for (hash, entry) in written.parked {
-            match entry {
-                Some(entry) => _ = seen.entries.insert(hash, entry),
-                None => _ = seen.entries.remove(&hash),
-            }
-        }
+        written.apply(&mut seen.entries);
         if let Some(state) = written.state {
             seen.state = Some(state);
         }
@@ -338,8 +329,8 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     /// Loads the state and the parked keys with `hashes`, and reads them:
     /// a batch on the state to decide on (the store's or, when the store
     /// has none after losing it, the outage this replica was going on
-    /// with).
-    async fn load_read(&self, hashes: &[u64]) -> Result<(Loaded, Batch), Fault<T::Error>> {
+    /// with, then `adopted`).
+    async fn load_read(&self, hashes: &[u64]) -> Result<(Loaded, Batch, bool), Fault<T::Error>> {
         let loaded = self.store.load(hashes).await.map_err(Fault::Store)?;
         if loaded.parked.len() != hashes.len() {
             let (got, asked) = (loaded.parked.len(), hashes.len());
@@ -363,7 +354,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         if self.foreign.swap(false, Ordering::Relaxed) {
             observe::state_ours_again();
         }
-        Ok((loaded, batch))
+        Ok((loaded, batch, kept.is_some()))
     }
 
     /// Notes the state seen in the store; a replica that was alone
