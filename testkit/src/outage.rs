@@ -18,6 +18,7 @@
 //! - in the end nothing is parked.
 
 use std::collections::HashMap;
+use std::ops::Add;
 use std::time::Duration;
 
 use keyed_backoff::Gate;
@@ -72,9 +73,9 @@ pub struct Seen {
     pub saw: Vec<bool>,
 }
 
-/// The step of the ladder (1 s doubling to 4 s) that `elapsed` since the
-/// outage began falls in.
-fn ladder_step(elapsed: Duration) -> u64 {
+/// The step of the ladder of 1 s doubling to 4 s (the default, and
+/// [`settings`]'s) that `elapsed` since the outage began falls in.
+pub fn ladder_step(elapsed: Duration) -> u64 {
     match elapsed.as_secs() {
         0 => 0,
         1..=2 => 1,
@@ -82,11 +83,12 @@ fn ladder_step(elapsed: Duration) -> u64 {
     }
 }
 
-/// The most of `times` within any one second.
-fn most_per_second(mut times: Vec<Duration>) -> usize {
+/// The most of `times` within any one `window` (sliding over them): for
+/// a release's rate, the most keys let go in a second.
+pub fn most_within<T: Copy + Ord + Add<Output = T>>(mut times: Vec<T>, window: T) -> usize {
     times.sort_unstable();
     (0..times.len())
-        .map(|i| times[i..].partition_point(|t| *t < times[i] + Duration::from_secs(1)))
+        .map(|i| times[i..].partition_point(|t| *t < times[i] + window))
         .max()
         .unwrap_or(0)
 }
@@ -188,7 +190,7 @@ fn check<G: OutageStatus>(name: &str, replicas: &[G], seen: &Seen) {
     let after = || seen.attempts.iter().filter(|a| a.at >= BACK_AT);
     let window = BACK_AT + Duration::from_secs(15);
     let let_go = after().filter(|a| !a.probe && a.at < window).map(|a| a.at);
-    let per_second = most_per_second(let_go.collect());
+    let per_second = most_within(let_go.collect(), Duration::from_secs(1));
     let mut first: HashMap<usize, Duration> = HashMap::new();
     for a in after().filter(|a| a.ok) {
         first.entry(a.key).or_insert(a.at - BACK_AT);

@@ -26,11 +26,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use keyed_backoff_redis::redis;
+use keyed_backoff_testkit::outage;
 use keyed_backoff_testkit::proxy::Proxy;
 use keyed_backoff_testkit::redis_server::Server;
 
 #[path = "fleet_contention/child.rs"]
 mod child;
+mod common;
 
 /// This test's name: a child runs it again, alone.
 const NAME: &str = "every_key_in_flight_over_slow_round_trips";
@@ -231,14 +233,9 @@ impl Fleet {
     }
 }
 
-/// The most attempts at `times` within any one second (a window sliding
-/// over them).
-fn most_per_second(mut times: Vec<u64>) -> usize {
-    times.sort_unstable();
-    (0..times.len())
-        .map(|i| times[i..].partition_point(|t| *t < times[i] + SECOND))
-        .max()
-        .unwrap_or(0)
+/// The most of `times` (nanoseconds) within any one second.
+fn most_per_second(times: Vec<u64>) -> usize {
+    outage::most_within(times, SECOND)
 }
 
 /// The most keys let go that certainly fell within one second: the gate

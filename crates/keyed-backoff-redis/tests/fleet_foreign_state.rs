@@ -24,6 +24,7 @@ use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis::Value;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{RedisBackoff, RedisOutageAware, StoreError};
+use keyed_backoff_testkit::outage;
 use keyed_backoff_testkit::redis_server::Server;
 
 mod common;
@@ -193,23 +194,14 @@ async fn turn(gate: &Fleet, r: usize, k: usize, now: u64, seen: &mut Seen) -> Du
     }
 }
 
-/// The step of the default ladder (1 s doubling to 4 s) that `elapsed`
-/// (since the outage began) falls in.
+/// The ladder's step (1 s doubling to 4 s) of `elapsed` nanoseconds.
 fn ladder_step(elapsed: u64) -> u64 {
-    match elapsed / SECOND {
-        0 => 0,
-        1..=2 => 1,
-        n => 2 + (n - 3) / 4,
-    }
+    outage::ladder_step(Duration::from_nanos(elapsed))
 }
 
-/// The most of `times` within any one second (a window sliding over them).
-fn most_per_second(mut times: Vec<u64>) -> usize {
-    times.sort_unstable();
-    (0..times.len())
-        .map(|i| times[i..].partition_point(|t| *t < times[i] + SECOND))
-        .max()
-        .unwrap_or(0)
+/// The most of `times` (nanoseconds) within any one second.
+fn most_per_second(times: Vec<u64>) -> usize {
+    outage::most_within(times, SECOND)
 }
 
 /// Two replicas through an outage, with `foreign` written at the state

@@ -29,6 +29,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use keyed_backoff_testkit::outage;
 use keyed_backoff_testkit::redis_server::Server;
 
 #[path = "fleet_outage/child.rs"]
@@ -225,14 +226,9 @@ impl Fleet {
     }
 }
 
-/// The step of the default ladder (1 s doubling to 4 s) that `elapsed`
-/// (since the outage began) falls in.
+/// The ladder's step (1 s doubling to 4 s) of `elapsed` nanoseconds.
 fn ladder_step(elapsed: u64) -> u64 {
-    match elapsed / SECOND {
-        0 => 0,
-        1..=2 => 1,
-        n => 2 + (n - 3) / 4,
-    }
+    outage::ladder_step(Duration::from_nanos(elapsed))
 }
 
 /// The most attempts in one step of the ladder, over `attempts` during
@@ -256,18 +252,9 @@ fn steps(attempts: &[&Attempt], began: u64) -> BTreeMap<u64, Vec<(usize, u64)>> 
     per
 }
 
-/// The most attempts within any one second (a window sliding over them).
-fn most_per_second(mut times: Vec<u64>) -> usize {
-    times.sort_unstable();
-    (0..times.len())
-        .map(|i| {
-            times[i..]
-                .iter()
-                .take_while(|t| **t < times[i] + SECOND)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
+/// The most of `times` (nanoseconds) within any one second.
+fn most_per_second(times: Vec<u64>) -> usize {
+    outage::most_within(times, SECOND)
 }
 
 /// The recovery's bounds: at most `release_rate` keys let go in any second

@@ -6,16 +6,14 @@
 //! lost the state in a restart gets it back from a replica that kept it.
 //! (`fleet_outage.rs` runs the fleet as four processes.)
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{prefix, runtime};
+use common::{Counted, prefix, runtime};
 use keyed_backoff::Gate;
 use keyed_backoff::clock::MockClock;
 use keyed_backoff_outage::OutageSettings;
-use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
-use keyed_backoff_redis::redis::{Cmd, Pipeline, RedisFuture, Value};
+use keyed_backoff_redis::redis::Value;
+use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{RedisBackoff, RedisOutageAware};
 use keyed_backoff_testkit::redis_server::Server;
 
@@ -179,34 +177,6 @@ fn a_restarted_redis_gets_the_outage_back_and_no_key_is_let_go() {
     });
 }
 
-/// A connection that counts its round trips (a pipeline is one).
-#[derive(Clone)]
-struct Counted {
-    inner: ConnectionManager,
-    trips: Arc<AtomicUsize>,
-}
-
-impl ConnectionLike for Counted {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.req_packed_command(cmd)
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.req_packed_commands(pipeline, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.inner.get_db()
-    }
-}
-
 /// During an outage a parked key's claim and wait read its own wait and
 /// level in one round trip and the fleet's state in another; its failure
 /// does the same, then writes what its step changed.
@@ -215,11 +185,8 @@ fn a_parked_keys_calls_cost_one_round_trip_for_the_key_and_one_for_the_state() {
     let server = common::shared();
     runtime().block_on(async {
         let (clock, prefix) = (MockClock::new(), prefix("fleet-trips"));
-        let trips = Arc::new(AtomicUsize::new(0));
-        let conn = Counted {
-            inner: common::connect(&server.url).await,
-            trips: Arc::clone(&trips),
-        };
+        let conn = Counted::new(common::connect(&server.url).await);
+        let trips = conn.clone();
         let gate = RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(60))
             .prefix(&prefix)
             .clock(clock.clone())
@@ -233,14 +200,14 @@ fn a_parked_keys_calls_cost_one_round_trip_for_the_key_and_one_for_the_state() {
         assert!(gate.in_outage());
         let key = "parked".to_string();
         assert!(gate.claim(&key).await.unwrap().is_some(), "parked");
-        let counted = |from: usize| trips.load(Ordering::Relaxed) - from;
-        let from = trips.load(Ordering::Relaxed);
+        let counted = |from: u64| trips.trips() - from;
+        let from = trips.trips();
         assert!(gate.claim(&key).await.unwrap().is_some());
         let claim = counted(from);
-        let from = trips.load(Ordering::Relaxed);
+        let from = trips.trips();
         assert!(gate.wait(&key).await.unwrap().is_some());
         let wait = counted(from);
-        let from = trips.load(Ordering::Relaxed);
+        let from = trips.trips();
         assert!(gate.fail(&key).await.unwrap().is_err());
         let fail = counted(from);
         assert_eq!((claim, wait, fail), (2, 2, 3));

@@ -6,12 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
 use keyed_backoff_redis::redis;
 use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
+use keyed_backoff_redis::redis::{Cmd, Pipeline, RedisFuture};
 use keyed_backoff_redis::{Event, RedisBackoff, StoreError};
 use keyed_backoff_testkit::clientgo::{int, nanos};
 use keyed_backoff_testkit::redis_server::Server;
@@ -160,4 +162,46 @@ where
         }
     }
     checked
+}
+
+/// A connection that counts its round trips (a pipeline is one).
+#[derive(Clone)]
+pub struct Counted {
+    inner: ConnectionManager,
+    trips: Arc<AtomicU64>,
+}
+
+impl Counted {
+    pub fn new(inner: ConnectionManager) -> Self {
+        Counted {
+            inner,
+            trips: Arc::default(),
+        }
+    }
+
+    /// The round trips so far, on every clone.
+    pub fn trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
+    }
+}
+
+impl ConnectionLike for Counted {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, redis::Value> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.inner.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.inner.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
 }

@@ -17,8 +17,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use keyed_backoff::{Advanced, Gate, InBackoff};
 use keyed_backoff_outage::OutageSettings;
-use keyed_backoff_redis::redis::aio::{ConnectionLike, ConnectionManager};
-use keyed_backoff_redis::redis::{self, Cmd, Pipeline, RedisFuture, Value};
+use keyed_backoff_redis::redis;
+use keyed_backoff_redis::redis::aio::ConnectionManager;
+
+use crate::common::Counted;
 use keyed_backoff_redis::{RedisBackoff, RedisOutageAware, StoreError, fail_fast};
 
 /// What the parent tells a child, through its environment.
@@ -87,34 +89,6 @@ pub fn kind(e: &StoreError) -> &'static str {
         StoreError::Redis { .. } => "Redis",
         StoreError::NotReplicated { .. } => "NotReplicated",
         _ => "other",
-    }
-}
-
-/// A connection that counts its round trips (a pipeline is one).
-#[derive(Clone)]
-struct Counted {
-    inner: ConnectionManager,
-    trips: Arc<AtomicU64>,
-}
-
-impl ConnectionLike for Counted {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.req_packed_command(cmd)
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.req_packed_commands(pipeline, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.inner.get_db()
     }
 }
 
@@ -194,15 +168,12 @@ pub fn run(setup: Setup) {
 }
 
 async fn replica(setup: Setup, shared: Arc<Shared>) {
-    let trips = Arc::new(AtomicU64::new(0));
     let client = redis::Client::open(setup.url.as_str()).expect("url");
     let inner = ConnectionManager::new_with_config(client, fail_fast(TIMEOUT))
         .await
         .expect("a connection through the proxy");
-    let conn = Counted {
-        inner,
-        trips: Arc::clone(&trips),
-    };
+    let conn = Counted::new(inner);
+    let trips = conn.clone();
     let gate: Arc<Fleet> = Arc::new(
         RedisBackoff::builder(Duration::from_secs(1), Duration::from_secs(30))
             .prefix(setup.prefix.clone())
@@ -246,7 +217,7 @@ async fn replica(setup: Setup, shared: Arc<Shared>) {
     for ((op, kind), (count, first)) in &log.errors {
         text += &format!("@E {op} {kind} {count} {first}\n");
     }
-    let trips = trips.load(Ordering::Relaxed);
+    let trips = trips.trips();
     text += &format!("@T {trips} {} {alone}\n@END\n", log.calls);
     out.write_all(text.as_bytes()).expect("stdout");
     out.flush().expect("stdout");
