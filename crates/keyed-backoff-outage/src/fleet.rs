@@ -371,24 +371,8 @@ impl Rules {
 fn encode(shared: &State, generation: u64, count: u64) -> SharedOutage {
     let phase = match &shared.phase {
         Phase::Normal => SharedPhase::Normal,
-        Phase::Outage(outage) => {
-            let (began, probe_step, probes_claimed) = outage.parts();
-            SharedPhase::Outage {
-                began,
-                probe_step,
-                probes_claimed,
-            }
-        }
-        Phase::Release(release) => {
-            let (next, gap, per_second, until, latest) = release.parts();
-            SharedPhase::Release {
-                next,
-                gap,
-                per_second,
-                until,
-                latest,
-            }
-        }
+        Phase::Outage(outage) => outage.shared(),
+        Phase::Release(release) => release.shared(),
     };
     SharedOutage {
         format: SharedOutage::FORMAT,

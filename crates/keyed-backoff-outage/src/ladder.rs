@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::parked::{Parked, Turn};
 use crate::settings::OutageSettings;
+use crate::store::SharedPhase;
 
 /// Whole nanoseconds of `d`, saturating.
 fn ns(d: Duration) -> u64 {
@@ -148,14 +149,19 @@ impl Outage {
         }
     }
 
-    /// Its parts, for [`restore`](Self::restore): when it began, the step
-    /// of the latest probe claimed, and the claims in that step.
-    pub(crate) fn parts(&self) -> (Duration, u64, u32) {
-        (self.began, self.probes.step, self.probes.claimed)
+    /// The outage as the value a fleet shares, for [`restore`](Self::restore):
+    /// when it began, the step of the latest probe claimed, and the claims in
+    /// that step.
+    pub(crate) fn shared(&self) -> SharedPhase {
+        SharedPhase::Outage {
+            began: self.began,
+            probe_step: self.probes.step,
+            probes_claimed: self.probes.claimed,
+        }
     }
 
-    /// The outage whose [`parts`](Self::parts) these are, for validated
-    /// `settings`.
+    /// The outage whose [`shared`](Self::shared) value holds these, for
+    /// validated `settings`.
     pub(crate) fn restore(
         settings: &OutageSettings,
         began: Duration,

@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::parked::{Parked, Turn};
+use crate::store::SharedPhase;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -73,16 +74,21 @@ impl Release {
         }
     }
 
-    /// Its parts, for [`restore`](Self::restore): the next free time, the
-    /// gap, the most per second, the end, and the latest attempts.
-    pub(crate) fn parts(&self) -> (Duration, Duration, u64, Duration, Vec<Duration>) {
-        let per_second = u64::try_from(self.per_second).unwrap_or(u64::MAX);
-        let latest = self.latest.iter().copied().collect();
-        (self.next, self.gap, per_second, self.until, latest)
+    /// The release as the value a fleet shares, for [`restore`](Self::restore):
+    /// the next free time, the gap, the most per second, the end, and the
+    /// latest attempts.
+    pub(crate) fn shared(&self) -> SharedPhase {
+        SharedPhase::Release {
+            next: self.next,
+            gap: self.gap,
+            per_second: u64::try_from(self.per_second).unwrap_or(u64::MAX),
+            until: self.until,
+            latest: self.latest.iter().copied().collect(),
+        }
     }
 
-    /// The release whose [`parts`](Self::parts) these are; `None` when
-    /// they make no release.
+    /// The release whose [`shared`](Self::shared) value holds these; `None`
+    /// when they make no release.
     pub(crate) fn restore(
         next: Duration,
         gap: Duration,
