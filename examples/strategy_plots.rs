@@ -7,12 +7,18 @@
 use std::time::Duration;
 
 use keyed_backoff::strategy::{
-    Cenkalti, Decorrelated, EqualJitter, Ethernet, Exponential, FactorJitter, FullJitter,
-    GoogleCloud, Hadoop, Linear, Step, WaitBackoff,
+    Decorrelated, EqualJitter, Exponential, FactorJitter, FullJitter, Linear, Step, WaitBackoff,
 };
 use plotters::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+
+/// The published schemes of the core examples, plotted beside the library's.
+#[path = "core/published_schemes/schemes.rs"]
+#[allow(dead_code)]
+mod schemes;
+
+use schemes::{Cenkalti, Ethernet, GoogleCloud, Hadoop};
 
 const ATTEMPTS: u32 = 14;
 const RUNS: usize = 4_000;

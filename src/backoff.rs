@@ -85,7 +85,7 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     /// A manager with client-go's rule, no jitter, the default expiry
     /// (`2·max`) and the [`StdClock`].
     ///
-    /// Fails if `initial` or `max` exceeds [`MAX_BACKOFF`]. `initial > max`
+    /// Fails if `initial` or `max` exceeds [`MAX_BACKOFF`](crate::Settings::MAX_BACKOFF). `initial > max`
     /// is allowed, as in client-go: the first backoff is `initial`, uncapped.
     ///
     /// ```
@@ -169,11 +169,11 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     /// Validates the settings and builds the manager.
     ///
     /// Errors: `initial`, `max` or `expire_after` above
-    /// [`MAX_BACKOFF`](crate::MAX_BACKOFF) (about 52 days); `jitter` NaN,
+    /// [`MAX_BACKOFF`](crate::Settings::MAX_BACKOFF) (about 52 days); `jitter` NaN,
     /// infinite or negative, or set with a strategy; `shards` not a power of
     /// two in 2..=65536; `amortized_gc(0)`; a clock set after a custom
     /// expiry; a strategy that gives no delay, or gives up only beyond
-    /// [`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS); a strategy with unbounded
+    /// [`MAX_ATTEMPTS`](crate::Settings::MAX_ATTEMPTS); a strategy with unbounded
     /// delays and no `expire_after` window.
     pub fn build(self) -> Result<Backoff<K, C, S>, ConfigError>
     where
@@ -546,7 +546,7 @@ where
     }
 
     /// How many times `next` advanced the key's entry since it was created
-    /// or re-initialised (saturating at [`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS)); 0 for a missing key.
+    /// or re-initialised (saturating at [`MAX_ATTEMPTS`](crate::Settings::MAX_ATTEMPTS)); 0 for a missing key.
     ///
     /// ```
     /// use keyed_backoff::Backoff;

@@ -417,7 +417,7 @@ fn default_shards(capacity: usize) -> usize {
 
 /// A strategy in the keyed manager must give at least one delay, and if it
 /// gives up, do so within the attempts an entry can count
-/// ([`MAX_ATTEMPTS`]); otherwise it would never give up.
+/// ([`MAX_ATTEMPTS`](crate::Settings::MAX_ATTEMPTS)); otherwise it would never give up.
 fn check_attempt_limit(step: &dyn Step) -> Result<(), ConfigError> {
     let unit = &mut || 0.5;
     if step.delay(0, None, unit).is_none() {

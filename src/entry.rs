@@ -13,15 +13,11 @@ const BACKOFF_BITS: u32 = 52;
 const BACKOFF_MASK: u64 = (1 << BACKOFF_BITS) - 1;
 const ATTEMPTS_MAX: u32 = (1 << (64 - BACKOFF_BITS)) - 1;
 
-/// The largest backoff an entry can hold: 2^52 − 1 ns, about 52 days.
-///
-/// Builders refuse an `initial`, `max` or `expire_after` above it; a
-/// jittered first value above it is clamped to it.
-pub const MAX_BACKOFF: Duration = Duration::from_nanos(BACKOFF_MASK);
+/// The largest backoff an entry can hold ([`Settings::MAX_BACKOFF`](crate::Settings::MAX_BACKOFF)).
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_nanos(BACKOFF_MASK);
 
-/// The largest attempt count an entry reports (4095); further attempts
-/// saturate here.
-pub const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
+/// The largest attempt count an entry reports ([`Settings::MAX_ATTEMPTS`](crate::Settings::MAX_ATTEMPTS)).
+pub(crate) const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
 
 /// A time on the manager's clock: signed nanoseconds since its epoch (the
 /// instant it was built). Negative ticks are instants before the epoch.

@@ -102,8 +102,7 @@
 //!
 //! - [`strategy`]: the delay formulas users compare (constant, linear,
 //!   exponential, AWS full / equal / decorrelated jitter, client-go's,
-//!   apimachinery's `wait.Backoff`, Ethernet, Hadoop, Google Cloud,
-//!   cenkalti), formulas that `strategy::Strategy` validates into `Duration`
+//!   apimachinery's `wait.Backoff`, or a formula of your own), formulas that `strategy::Strategy` validates into `Duration`
 //!   iterators (with a seed and an attempt limit); any of them
 //!   can replace client-go's rule in the keyed manager
 //!   ([`Backoff::with_strategy`]).
@@ -170,7 +169,6 @@ mod wait;
 pub use backoff::Backoff;
 pub use builder::BackoffBuilder;
 pub use entry::Advanced;
-pub use entry::{MAX_ATTEMPTS, MAX_BACKOFF};
 pub use error::{ConfigError, InBackoff, SpawnError};
 pub use gate::Gate;
 pub use gc::GcGuard;

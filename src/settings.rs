@@ -18,7 +18,7 @@ use crate::error::{ConfigError, finite_at_least};
 /// Defaults: no jitter (`0.0`), a random seed, client-go's expiry window
 /// (`expire_after` = `2·max`). Nothing is checked until
 /// [`validate`](Self::validate), which every builder taking a `Settings`
-/// calls: `initial`, `max` and `expire_after` at most [`MAX_BACKOFF`]
+/// calls: `initial`, `max` and `expire_after` at most [`MAX_BACKOFF`](crate::Settings::MAX_BACKOFF)
 /// (about 52 days), `expire_after` above zero, `jitter` a finite number
 /// `>= 0`. `initial > max` is allowed, as in client-go (the first backoff
 /// is `initial`, uncapped, then `max`), and so are `initial` 0 and `max` 0,
@@ -52,6 +52,23 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The largest backoff an entry can hold: 2^52 − 1 ns, about 52 days.
+    ///
+    /// Builders refuse an `initial`, `max` or `expire_after` above it; a
+    /// jittered first value above it is clamped to it.
+    ///
+    /// ```
+    /// use keyed_backoff::{Backoff, Settings};
+    /// use std::time::Duration;
+    /// let over = Settings::MAX_BACKOFF + Duration::from_nanos(1);
+    /// assert_eq!(Backoff::<String>::new(over, over).unwrap_err().field(), "initial");
+    /// ```
+    pub const MAX_BACKOFF: Duration = MAX_BACKOFF;
+
+    /// The largest attempt count an entry reports (4095); further attempts
+    /// saturate here.
+    pub const MAX_ATTEMPTS: u32 = crate::entry::MAX_ATTEMPTS;
+
     /// `initial` doubling to `max`, every other value at its default.
     pub fn new(initial: Duration, max: Duration) -> Self {
         Settings {
@@ -139,7 +156,7 @@ pub struct Resolved {
     pub expire_after: Duration,
 }
 
-/// `d` if it is at most [`MAX_BACKOFF`] (the largest backoff an entry
+/// `d` if it is at most [`MAX_BACKOFF`](crate::Settings::MAX_BACKOFF) (the largest backoff an entry
 /// holds), else an error naming `field`.
 pub(crate) fn within_max_backoff(
     field: &'static str,

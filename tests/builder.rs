@@ -4,9 +4,12 @@
 
 use keyed_backoff::clock::{Clock, MockClock, QuantaClock};
 use keyed_backoff::strategy::{Constant, Strategy};
-use keyed_backoff::{Backoff, ConfigError, MAX_BACKOFF};
+use keyed_backoff::{Backoff, ConfigError, Settings};
+
 use std::collections::hash_map::RandomState;
 use std::time::Duration;
+
+const MAX_BACKOFF: Duration = Settings::MAX_BACKOFF;
 
 const SEC: Duration = Duration::from_secs(1);
 

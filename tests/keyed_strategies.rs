@@ -3,8 +3,11 @@
 
 use keyed_backoff::clock::{Clock, MockClock};
 use keyed_backoff::strategy::{Constant, Exponential, FullJitter, Step, Strategy};
-use keyed_backoff::{Backoff, MAX_BACKOFF};
+use keyed_backoff::{Backoff, Settings};
+
 use std::time::Duration;
+
+const MAX_BACKOFF: Duration = Settings::MAX_BACKOFF;
 
 const SEC: Duration = Duration::from_secs(1);
 

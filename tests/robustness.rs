@@ -4,10 +4,13 @@
 use keyed_backoff::clock::{
     Clock, ClockInstant, MockClock, MockInstant, QuantaClock, StdClock, SystemClock,
 };
-use keyed_backoff::{Backoff, MAX_BACKOFF};
+use keyed_backoff::{Backoff, Settings};
+
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, SystemTime};
+
+const MAX_BACKOFF: Duration = Settings::MAX_BACKOFF;
 
 const SEC: Duration = Duration::from_secs(1);
 

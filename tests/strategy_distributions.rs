@@ -1,9 +1,7 @@
 //! Strategy formulas over many draws: the means, ranges and spikes their
 //! sources document.
 
-use keyed_backoff::strategy::{
-    Decorrelated, EqualJitter, FullJitter, GoogleCloud, Hadoop, Step, Strategy, WaitBackoff,
-};
+use keyed_backoff::strategy::{Decorrelated, EqualJitter, FullJitter, Step, Strategy, WaitBackoff};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::time::Duration;
@@ -95,30 +93,6 @@ fn decorrelated_spikes_at_the_cap_and_the_bounded_variant_does_not() {
         cap,
     );
     assert!(bounded < 0.01, "bounded at cap: {bounded}");
-}
-
-#[test]
-fn hadoop_and_google_ranges() {
-    let h = Hadoop::new(100 * MS, 4).cap(Duration::from_secs(1));
-    for n in 0..4 {
-        let v = (100.0 * 2f64.powi(n as i32 + 1)).min(1000.0) / 1000.0;
-        let xs = samples_at(&h, n, None, 3);
-        assert!(
-            xs.iter().all(|&x| x >= 0.5 * v - 1e-9 && x < 1.5 * v),
-            "n={n}"
-        );
-        assert!((mean(&xs) / v - 1.0).abs() < 0.01);
-    }
-    assert_eq!(h.delay(4, None, &mut || 0.5), None);
-    let g = GoogleCloud::new();
-    for n in 0..8 {
-        let xs = samples_at(&g, n, None, 4);
-        let lo = 2f64.powi(n as i32).min(32.0);
-        assert!(
-            xs.iter().all(|&x| x >= lo && x <= (lo + 1.0).min(32.0)),
-            "n={n}"
-        );
-    }
 }
 
 #[test]

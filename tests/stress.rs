@@ -130,7 +130,9 @@ fn mixed_operations_under_contention_keep_every_invariant() {
                         6 => {
                             b.reset(key.as_str());
                         }
-                        _ => assert!(b.attempts(key.as_str()) <= keyed_backoff::MAX_ATTEMPTS),
+                        _ => assert!(
+                            b.attempts(key.as_str()) <= keyed_backoff::Settings::MAX_ATTEMPTS
+                        ),
                     }
                     assert!(b.len() <= 16);
                 }

@@ -23,10 +23,10 @@
 //! | [`Decorrelated::bounded`] | `U(base, min(cap, 3·prev))` | this crate |
 //! | [`FactorJitter`] | `initial + U·j·initial`, then `min(cap, 2·prev + U·j·prev)` (`j`: jitter) | client-go `flowcontrol.Backoff` |
 //! | [`WaitBackoff`] | apimachinery `wait.Backoff.Step` | k8s apimachinery |
-//! | [`Ethernet`] | `slot · r`, `r ∈ [0, 2^min(n+1, 10) − 1]`, gives up after 16 attempts | IEEE 802.3 |
-//! | [`Hadoop`] | `min(cap, sleep·2^(n+1)) · U[0.5, 1.5)` | Hadoop `RetryPolicies` |
-//! | [`GoogleCloud`] | `min(max_backoff, 2^n s + U[0, 1000 ms])` | Google Cloud retry guidance |
-//! | [`Cenkalti`] | `interval·U[1−r, 1+r]`, interval `×1.5` up to 60 s, stop after 15 min | cenkalti/backoff |
+//!
+//! Any other formula is a [`Step`] of your own: the workspace's
+//! `published_schemes` example writes Ethernet's, Hadoop's, Google Cloud's
+//! and cenkalti/backoff's schemes that way.
 //!
 //! ```
 //! use keyed_backoff::strategy::{Exponential, Strategy};
@@ -41,7 +41,6 @@
 
 mod apimachinery;
 mod basic;
-mod classic;
 mod jitter;
 
 use std::fmt::Debug;
@@ -49,7 +48,6 @@ use std::time::Duration;
 
 pub use apimachinery::WaitBackoff;
 pub use basic::{Constant, Exponential, Linear};
-pub use classic::{Cenkalti, Ethernet, GoogleCloud, Hadoop};
 pub use jitter::{Decorrelated, EqualJitter, FactorJitter, FullJitter};
 
 use crate::ConfigError;

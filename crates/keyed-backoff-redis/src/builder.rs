@@ -85,7 +85,7 @@ impl RedisBackoffBuilder {
 
     /// The window after which an untouched entry is forgotten (the next
     /// failure starts over at `initial`). At most
-    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF).
+    /// [`MAX_BACKOFF`](keyed_backoff::Settings::MAX_BACKOFF).
     pub fn expire_after(mut self, expire_after: Duration) -> Self {
         self.settings = self.settings.expire_after(expire_after);
         self
@@ -245,7 +245,7 @@ impl RedisBackoffBuilder {
     /// async connection.
     ///
     /// Errors: `initial`, `max` or `expire_after` above
-    /// [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF); `jitter` NaN, infinite
+    /// [`MAX_BACKOFF`](keyed_backoff::Settings::MAX_BACKOFF); `jitter` NaN, infinite
     /// or negative; an empty `prefix`; a `timeout` outside 1 ms ..= 1 h;
     /// `wait_for_replicas` outside its ranges.
     ///

@@ -29,7 +29,7 @@ use crate::store::RedisBackoff;
 /// `is_in_backoff_since_update` report it, as the in-process manager's do.
 /// A later floor extends it, an earlier one never shortens it, a reset
 /// clears it; the ladder (`next`, `get`, `attempts`, `level`) grows as if
-/// there were none. A floor is at most [`MAX_BACKOFF`](keyed_backoff::MAX_BACKOFF)
+/// there were none. A floor is at most [`MAX_BACKOFF`](keyed_backoff::Settings::MAX_BACKOFF)
 /// long, and the entry is kept in Redis at least until it ends.
 ///
 /// With a [fallback](crate::RedisBackoffBuilder::fallback), the calls made

@@ -162,7 +162,7 @@ pub(crate) enum Extra {
 }
 
 /// The largest backoff or floor the script takes, in ns: 2^52 − 1, exact
-/// in a Lua number (the core's `MAX_BACKOFF`).
+/// in a Lua number (the core's `Settings::MAX_BACKOFF`).
 const MAX_NS: u64 = (1 << 52) - 1;
 
 impl Extra {

@@ -1,7 +1,9 @@
 //! Arbitrary bytes as a program, for the fuzzer.
 
 use super::*;
-use keyed_backoff::MAX_ATTEMPTS;
+use keyed_backoff::Settings;
+
+const MAX_ATTEMPTS: u32 = Settings::MAX_ATTEMPTS;
 
 /// Bytes in the config header before the ops.
 const HEADER: usize = 7;

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use keyed_backoff::{MAX_ATTEMPTS, SnapshotEntry};
+use keyed_backoff::{Settings, SnapshotEntry};
+
+const MAX_ATTEMPTS: u32 = Settings::MAX_ATTEMPTS;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
@@ -221,7 +223,7 @@ impl Model {
     pub fn attempts(&self, key: &str) -> u32 {
         self.entries
             .get(key)
-            .map_or(0, |e| e.attempts.min(keyed_backoff::MAX_ATTEMPTS))
+            .map_or(0, |e| e.attempts.min(MAX_ATTEMPTS))
     }
 
     pub fn reset(&mut self, key: &str) -> bool {

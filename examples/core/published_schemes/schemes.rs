@@ -1,28 +1,21 @@
-//! Classic published schemes: Ethernet, Hadoop, Google Cloud, cenkalti.
+//! Four published backoff schemes written as [`Step`]s: Ethernet's (IEEE
+//! 802.3), Hadoop's, Google Cloud's guidance and cenkalti/backoff's (Go).
+//!
+//! They are not part of the library: each is a formula a user writes in a
+//! few lines over the public [`Step`] trait, validated by
+//! [`Strategy::new`](keyed_backoff::strategy::Strategy::new) like the
+//! library's own.
 
 use std::time::Duration;
 
-use super::within;
-use super::{Step, between, grown, mul_f64};
-use crate::ConfigError;
-use crate::error::finite_at_least;
+use keyed_backoff::ConfigError;
+use keyed_backoff::strategy::Step;
 
 /// Ethernet's truncated binary exponential backoff (IEEE 802.3).
 ///
 /// After the `k`-th collision (`k = n + 1`) wait `r` slot times with `r`
 /// uniform in `[0, 2^min(k, 10) − 1]`. After 16 attempts the frame is
 /// dropped: the iterator yields 15 delays, then `None`.
-///
-/// ```
-/// use keyed_backoff::strategy::{Ethernet, Strategy};
-/// use std::time::Duration;
-/// let slot = Duration::from_nanos(51_200); // 10 Mb/s slot time
-/// let s = Strategy::new(Ethernet::new(slot))?.seed(2);
-/// let delays: Vec<Duration> = s.iter().collect();
-/// assert_eq!(delays.len(), 15);
-/// assert!(delays[0] <= slot); // r ∈ {0, 1}
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
 #[derive(Debug, Clone)]
 pub struct Ethernet {
     slot: Duration,
@@ -59,16 +52,6 @@ impl Step for Ethernet {
 /// waits `min(cap, sleep·2^(n+1)) · U[0.5, 1.5)`, for at most `max_retries`.
 ///
 /// Defaults: no cap.
-///
-/// ```
-/// use keyed_backoff::strategy::{Hadoop, Strategy};
-/// use std::time::Duration;
-/// let s = Strategy::new(Hadoop::new(Duration::from_millis(100), 3))?.seed(1);
-/// let d: Vec<Duration> = s.iter().collect();
-/// assert_eq!(d.len(), 3);
-/// assert!(d[0] >= Duration::from_millis(100) && d[0] < Duration::from_millis(300));
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
 #[derive(Debug, Clone)]
 pub struct Hadoop {
     sleep: Duration,
@@ -103,7 +86,7 @@ impl Step for Hadoop {
         _: Option<Duration>,
         unit: &mut dyn FnMut() -> f64,
     ) -> Option<Duration> {
-        within(n, Some(self.max_retries)).then(|| {
+        (n < self.max_retries).then(|| {
             mul_f64(
                 grown(self.sleep, 2.0, n.saturating_add(1), self.cap),
                 0.5 + unit(),
@@ -116,16 +99,6 @@ impl Step for Hadoop {
 /// `min(max_backoff, 2^n s + U[0, 1000 ms])`.
 ///
 /// Defaults: `max_backoff` 32 s.
-///
-/// ```
-/// use keyed_backoff::strategy::{GoogleCloud, Strategy};
-/// use std::time::Duration;
-/// let s = Strategy::new(GoogleCloud::new())?.seed(5);
-/// let first = s.iter().next().unwrap();
-/// assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(2));
-/// assert!(s.iter().take(10).all(|d| d <= Duration::from_secs(32)));
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
 #[derive(Debug, Clone)]
 pub struct GoogleCloud {
     max_backoff: Duration,
@@ -183,15 +156,6 @@ impl Step for GoogleCloud {
 ///
 /// Defaults (cenkalti's): initial 500 ms, randomization 0.5, multiplier 1.5,
 /// max interval 60 s, max elapsed 15 min (`Duration::ZERO`: never stop).
-///
-/// ```
-/// use keyed_backoff::strategy::{Cenkalti, Strategy};
-/// use std::time::Duration;
-/// let s = Strategy::new(Cenkalti::new())?.seed(3);
-/// let first = s.iter().next().unwrap();
-/// assert!(first >= Duration::from_millis(250) && first <= Duration::from_millis(750));
-/// # Ok::<(), keyed_backoff::ConfigError>(())
-/// ```
 #[derive(Debug, Clone)]
 pub struct Cenkalti {
     initial: Duration,
@@ -226,11 +190,6 @@ impl Cenkalti {
     }
 
     /// Randomization factor `r`, in `[0, 1]`.
-    ///
-    /// ```
-    /// use keyed_backoff::strategy::{Cenkalti, Strategy};
-    /// assert_eq!(Strategy::new(Cenkalti::new().randomization(1.5)).unwrap_err().field(), "randomization");
-    /// ```
     pub fn randomization(mut self, r: f64) -> Self {
         self.randomization = r;
         self
@@ -328,5 +287,36 @@ impl Step for Cenkalti {
             ));
         }
         finite_at_least("multiplier", self.multiplier, 1.0).map(drop)
+    }
+}
+
+/// `d · k`, saturating; `k` must be finite and non-negative.
+fn mul_f64(d: Duration, k: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * k).unwrap_or(Duration::MAX)
+}
+
+/// `min(cap, base · multiplier^n)`, saturating.
+fn grown(base: Duration, multiplier: f64, n: u32, cap: Duration) -> Duration {
+    let exp = i32::try_from(n).unwrap_or(i32::MAX);
+    mul_f64(base, multiplier.powi(exp)).min(cap)
+}
+
+/// A uniform draw in `[lo, hi)` (or `lo` when `hi <= lo`).
+fn between(lo: Duration, hi: Duration, u: f64) -> Duration {
+    if hi <= lo {
+        lo
+    } else {
+        lo + mul_f64(hi - lo, u)
+    }
+}
+
+/// `value` if it is finite and at least `min`; otherwise the error naming
+/// `field`, the range and the value.
+fn finite_at_least(field: &'static str, value: f64, min: f64) -> Result<f64, ConfigError> {
+    if value.is_finite() && value >= min {
+        Ok(value)
+    } else {
+        let allowed = format!("a finite number >= {min}");
+        Err(ConfigError::new(field, allowed, value))
     }
 }
