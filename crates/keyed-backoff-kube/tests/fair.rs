@@ -308,3 +308,74 @@ async fn an_object_in_backoff_takes_no_seat_when_an_event_wakes_it() {
     assert_eq!(backoff.stats().skips, 1);
     assert_eq!(script.timeline("a", "broken"), [Duration::ZERO]);
 }
+
+/// Runs per 10 s window from the start until `until`: for each window,
+/// the runs of each of `namespaces`.
+fn window_counts(script: &Script, namespaces: &[String], until: Duration) -> Vec<Vec<usize>> {
+    let windows = (until.as_secs() / 10) as usize;
+    let index: BTreeMap<&str, usize> = namespaces
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let mut counts = vec![vec![0usize; namespaces.len()]; windows];
+    for (ns, _, at) in script.runs() {
+        if let Some(window) = counts.get_mut((at.as_secs() / 10) as usize) {
+            window[index[ns.as_str()]] += 1;
+        }
+    }
+    counts
+}
+
+/// The fewest and the most runs of a namespace in each window.
+fn spreads(counts: &[Vec<usize>]) -> Vec<(usize, usize)> {
+    let spread = |c: &Vec<usize>| (*c.iter().min().unwrap(), *c.iter().max().unwrap());
+    counts.iter().map(spread).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hundred_busy_namespaces_share_the_seats_while_all_fail() {
+    // 100 namespaces of 100 objects; every reconcile takes 100 ms and fails
+    // for the first 60 s; 8 seats: 80 reconciles a second. For the first
+    // 120 s every namespace has first reconciles waiting, so each one's
+    // fair share of a 10 s window is 8 runs.
+    let names = namespaces("n", 100);
+    let server = || ApiServer::new(objects(&names, 100)).cluster_wide();
+    let script = || {
+        let mut s = Script::new(100 * MS);
+        s.fail_until = 60 * SECOND;
+        Arc::new(s)
+    };
+    let horizon = 120 * SECOND;
+    let plain = script();
+    let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    run(server(), &backoff, &plain, Mode::Plain(8), horizon).await;
+    let fair = script();
+    let backoff = ObjectBackoff::<ConfigMap>::kubelet();
+    run(server(), &backoff, &fair, Mode::Fair(8), horizon).await;
+
+    let (plain, fair) = (
+        window_counts(&plain, &names, horizon),
+        window_counts(&fair, &names, horizon),
+    );
+    let (plain_spreads, fair_spreads) = (spreads(&plain), spreads(&fair));
+    println!("(fewest, most) runs of a namespace per 10 s: plain {plain_spreads:?}");
+    println!("(fewest, most) runs of a namespace per 10 s: fair {fair_spreads:?}");
+    // Fair queuing shares the seats between queues, and shuffle sharding
+    // deals 100 namespaces over 64 queues: a namespace's share of a window
+    // stays within half of the fair 8, and of the 120 s within a fifth.
+    assert!(
+        fair_spreads
+            .iter()
+            .all(|&(few, most)| few >= 4 && most <= 12),
+        "{fair_spreads:?}"
+    );
+    let totals: Vec<usize> = (0..names.len())
+        .map(|n| fair.iter().map(|w| w[n]).sum())
+        .collect();
+    assert!(totals.iter().all(|t| (77..=115).contains(t)), "{totals:?}");
+    // The plain controller takes the objects in its own order: some
+    // namespaces get two or three times their share, some almost none.
+    let widest = |s: &[(usize, usize)]| s.iter().map(|(few, most)| most - few).max();
+    assert!(widest(&plain_spreads) > widest(&fair_spreads));
+}
