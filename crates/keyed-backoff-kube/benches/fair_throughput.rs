@@ -13,8 +13,8 @@
 //! machine; the report is each mode's median and the ratio of the medians.
 //!
 //! Run: `cargo bench -p keyed-backoff-kube --features fair --bench fair_throughput`
-//! (`ROUNDS`, `OBJECTS` and `SEATS` from the environment, defaults 15,
-//! 20,000 and 8).
+//! (`ROUNDS`, `OBJECTS`, `SEATS` and `WORKERS` from the environment,
+//! defaults 15, 5,000, 8 and 2).
 
 #[path = "../tests/support/api_server.rs"]
 #[allow(dead_code)]
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use keyed_backoff_kube::{FairReconciles, ObjectBackoff};
 use kube::Api;
@@ -40,6 +40,9 @@ struct Clock {
     first: Mutex<Option<Instant>>,
     last: Mutex<Option<Instant>>,
     runs: AtomicUsize,
+    /// How many runs end the round, and the signal that they have.
+    target: usize,
+    done: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -56,8 +59,10 @@ impl std::error::Error for Never {}
 async fn reconcile(_: Arc<ConfigMap>, clock: Arc<Clock>) -> Result<Action, Never> {
     clock.first.lock().unwrap().get_or_insert_with(Instant::now);
     tokio::task::yield_now().await;
-    clock.runs.fetch_add(1, Ordering::Relaxed);
     *clock.last.lock().unwrap() = Some(Instant::now());
+    if clock.runs.fetch_add(1, Ordering::Relaxed) + 1 == clock.target {
+        clock.done.notify_one();
+    }
     Ok(Action::await_change())
 }
 
@@ -131,15 +136,24 @@ fn main() {
     // then one short round of each checks that the bench still runs.
     let benching = std::env::args().any(|a| a == "--bench");
     let (rounds, count) = if benching {
-        (env("ROUNDS", 15), env("OBJECTS", 20_000))
+        (env("ROUNDS", 15), env("OBJECTS", 5_000))
     } else {
         (1, 200)
     };
     let seats = u16::try_from(env("SEATS", 8)).expect("SEATS: at most 65535");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    // `WORKERS=0`: tokio's current-thread runtime (the least noise);
+    // otherwise a multi-thread runtime with that many workers.
+    let runtime = match env("WORKERS", 2) {
+        0 => tokio::runtime::Builder::new_current_thread(),
+        workers => {
+            let mut multi = tokio::runtime::Builder::new_multi_thread();
+            multi.worker_threads(workers);
+            multi
+        }
+    }
+    .enable_all()
+    .build()
+    .expect("a tokio runtime");
     let list = objects(count);
     let (mut plain, mut fair) = (Vec::new(), Vec::new());
     runtime.block_on(async {
