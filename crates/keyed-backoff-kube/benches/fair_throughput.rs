@@ -22,7 +22,7 @@ mod api_server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -40,6 +40,8 @@ struct Clock {
     first: Mutex<Option<Instant>>,
     last: Mutex<Option<Instant>>,
     runs: AtomicUsize,
+    /// How long a reconcile takes (zero: it yields once).
+    work: Duration,
     /// How many runs end the round, and the signal that they have.
     target: usize,
     done: tokio::sync::Notify,
@@ -58,7 +60,10 @@ impl std::error::Error for Never {}
 
 async fn reconcile(_: Arc<ConfigMap>, clock: Arc<Clock>) -> Result<Action, Never> {
     clock.first.lock().unwrap().get_or_insert_with(Instant::now);
-    tokio::task::yield_now().await;
+    match clock.work {
+        Duration::ZERO => tokio::task::yield_now().await,
+        work => tokio::time::sleep(work).await,
+    }
     *clock.last.lock().unwrap() = Some(Instant::now());
     if clock.runs.fetch_add(1, Ordering::Relaxed) + 1 == clock.target {
         clock.done.notify_one();
@@ -82,32 +87,35 @@ fn objects(count: usize) -> Vec<ConfigMap> {
 /// One round: the seconds the reconciles of `count` objects took.
 async fn round(fair: bool, list: &[ConfigMap], seats: u16) -> f64 {
     let client = ApiServer::new(list.to_vec()).client();
-    let controller = Controller::new(
-        Api::<ConfigMap>::default_namespaced(client),
-        watcher::Config::default(),
-    );
+    let api = Api::<ConfigMap>::default_namespaced(client);
+    let controller = Controller::new(api, watcher::Config::default());
     let backoff = ObjectBackoff::<ConfigMap>::kubelet();
-    let clock = Arc::new(Clock::default());
     let count = list.len();
-    if fair {
+    let clock = Arc::new(Clock {
+        work: Duration::from_micros(env("WORK_US", 0) as u64),
+        target: count,
+        ..Clock::default()
+    });
+    let (policy, ctx) = (backoff.error_policy(), Arc::clone(&clock));
+    // The controller runs until every object has run once (a reconcile
+    // refused a place in a full queue is requeued, and counts when it
+    // runs).
+    let run = if fair {
         let gate = FairReconciles::builder(controller.store())
             .seats(u32::from(seats))
             .build()
             .expect("fair reconciles");
-        let run = controller.run(
-            gate.reconciler(&backoff, reconcile),
-            backoff.error_policy(),
-            Arc::clone(&clock),
-        );
-        run.take(count).for_each(|_| async {}).await;
+        let controller = gate.controller(controller);
+        let run = controller.run(gate.reconciler(&backoff, reconcile), policy, ctx);
+        run.for_each(|_| async {}).boxed()
     } else {
         let controller = controller.with_config(Config::default().concurrency(seats));
-        let run = controller.run(
-            backoff.reconciler(reconcile),
-            backoff.error_policy(),
-            Arc::clone(&clock),
-        );
-        run.take(count).for_each(|_| async {}).await;
+        let run = controller.run(backoff.reconciler(reconcile), policy, ctx);
+        run.for_each(|_| async {}).boxed()
+    };
+    tokio::select! {
+        () = run => panic!("the controller stopped"),
+        () = clock.done.notified() => {}
     }
     assert_eq!(
         clock.runs.load(Ordering::Relaxed),

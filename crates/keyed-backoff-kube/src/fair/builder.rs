@@ -112,7 +112,7 @@ where
             let allowed = format!("between 1 and {}", Self::MAX_SEATS);
             return Err(ConfigError::new("seats", allowed, self.seats));
         }
-        let mut apf = Apf::builder(2 * self.seats);
+        let mut apf = Apf::builder(4 * self.seats);
         for p in Priority::ALL {
             apf = apf.level(p.as_str(), LevelSpec::limited(1, self.queuing));
         }

@@ -3,6 +3,7 @@
 //! others.
 
 mod builder;
+mod calls;
 mod observe;
 mod seats;
 mod stats;
@@ -12,12 +13,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures::channel::oneshot;
+
 use kube::Resource;
+use kube::runtime::Controller;
 use kube::runtime::reflector::{Lookup, Store};
+use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use crate::key::ObjectKey;
-use seats::{Answer, Seats};
+use calls::Calls;
+use seats::{Answer, Call, Seats};
 
 pub use builder::FairReconcilesBuilder;
 pub use stats::{FairStats, FlowWait, Priority};
@@ -37,7 +43,14 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 ///
 /// [`reconciler`](Self::reconciler) wraps a reconcile function as
 /// [`ObjectBackoff::reconciler`](crate::ObjectBackoff::reconciler) does, and
-/// waits for a seat before it runs:
+/// takes a seat before it runs. A reconcile that would wait returns at once
+/// (requeued a minute later, as a fallback) and its object waits in the
+/// gate: the controller holds no reconcile that waits, so its cost does not
+/// grow with the number waiting. When the fair queues reach the object, the
+/// gate asks the controller for its reconcile (through
+/// [`controller`](Self::controller), which must wire the controller), and
+/// that reconcile waits for the next seat that frees; the next reconciles
+/// are asked for while the current ones run.
 ///
 /// - an object in backoff (with
 ///   [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
@@ -46,8 +59,8 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 ///   itself, which asks whether it may go (its backoff, an outage) when it
 ///   has its seat;
 /// - an object deleted (or replaced under its name) while it waits leaves
-///   its queue without running, at the latest when the next seat frees,
-///   and within a second while any reconcile starts or ends;
+///   its queue without running, within a second while any reconcile
+///   starts or ends;
 /// - a reconcile that finds no room to wait (its flow's backlog is as long
 ///   as its hand of queues could hold, or its priority's queues are full)
 ///   is not lost: it is requeued after the level's `Retry-After` (1 s,
@@ -59,7 +72,7 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 /// the controller's first-in first-out order, decides which runs. The
 /// store given to the builder must be the controller's
 /// ([`Controller::store`](kube::runtime::Controller::store)): it says
-/// whether a waiting object still exists.
+/// whether a waiting object still exists. One gate serves one controller.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -114,6 +127,7 @@ where
     K::DynamicType: Eq + std::hash::Hash,
 {
     seats: Seats<ObjectKey<K>>,
+    calls: Calls<K>,
     /// The version each object last started a run at.
     seen: HashMap<ObjectKey<K>, Version>,
     last_sweep: Instant,
@@ -190,6 +204,7 @@ where
     fn new(store: Store<K>, flow: FlowFn<K>, seats: Seats<ObjectKey<K>>) -> Self {
         let state = State {
             seats,
+            calls: Calls::new(),
             seen: HashMap::new(),
             last_sweep: Instant::now(),
             sweeps: 0,
@@ -211,8 +226,14 @@ where
             .is_some_and(|obj| obj.meta().uid.as_deref() == key.uid())
     }
 
-    /// Runs `f` on the state, after a sweep if one is due.
-    fn with<T>(&self, f: impl FnOnce(&mut State<K>, &dyn Fn(&ObjectKey<K>) -> bool) -> T) -> T {
+    /// Runs `f` on the state, after a sweep if one is due, then asks for
+    /// the reconciles of the objects called; a call of `own`, whose
+    /// reconcile is here, is returned instead.
+    fn with<T>(
+        &self,
+        own: Option<&ObjectKey<K>>,
+        f: impl FnOnce(&mut State<K>, &dyn Fn(&ObjectKey<K>) -> bool) -> T,
+    ) -> (T, Option<Call>) {
         let store = &self.shared.store;
         let alive = |key: &ObjectKey<K>| Self::alive(store, key);
         let mut state = self.shared.lock();
@@ -224,7 +245,50 @@ where
                 state.seen.retain(|key, _| alive(key));
             }
         }
-        f(&mut state, &alive)
+        let out = f(&mut state, &alive);
+        let mut mine = None;
+        for (key, call) in state.seats.drain() {
+            if own == Some(&key) {
+                mine = Some(call);
+            } else {
+                state.calls.call(&key, call);
+            }
+        }
+        (out, mine)
+    }
+
+    /// Wires `controller` to the gate: a seat given to an object whose
+    /// reconcile waits for it asks the controller to run that reconcile at
+    /// once (kube-runtime's `reconcile_on`). A waiting reconcile returns
+    /// at once, its object keeping its place in the gate, so the
+    /// controller holds no reconcile that waits. Wire the controller whose
+    /// store the builder was given, once, before [`Controller::run`].
+    ///
+    /// A gate whose controller is not wired still serves it, more slowly:
+    /// a reconcile that leaves its object waiting asks again every second,
+    /// and an object whose turn came keeps it for a few seconds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::FairReconciles;
+    /// use kube::Api;
+    /// use kube::runtime::{Controller, watcher};
+    /// let controller = Controller::new(Api::<ConfigMap>::all(client), watcher::Config::default());
+    /// let fair = FairReconciles::builder(controller.store()).build()?;
+    /// let controller = fair.controller(controller);
+    /// # let _ = controller;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn controller(&self, controller: Controller<K>) -> Controller<K>
+    where
+        K: DeserializeOwned + std::fmt::Debug,
+    {
+        match self.shared.lock().calls.requests() {
+            Some(requests) => controller.reconcile_on(requests),
+            None => controller,
+        }
     }
 
     /// The flow of `obj`: the flow function's answer, or `""` if it
@@ -240,18 +304,41 @@ where
         }
     }
 
-    /// Waits for a seat for the run of `key` in `flow` at `version`.
-    async fn seat(&self, key: ObjectKey<K>, flow: Arc<str>, version: Version) -> Granted<K> {
-        let enqueued = self.with(|state, alive| {
+    /// The run of `key` in `flow` at `version` arrives: it waits for a
+    /// seat if its object's turn has come (at once, if the object had
+    /// none), or it returns with the wait before it asks again (its object
+    /// keeps its place in the queues, or there was no room for it).
+    async fn arrive(&self, key: ObjectKey<K>, flow: Arc<str>, version: Version) -> Granted<K> {
+        let (here, rx) = oneshot::channel();
+        let (step, mine) = self.with(Some(&key), |state, alive| {
             let priority = match state.seen.get(&key) {
                 Some(seen) if *seen == version => Priority::Resync,
                 _ => Priority::Changed,
             };
-            state.seats.enqueue(key.clone(), flow, priority, alive)
+            if let Some((id, waiting_at, called)) = state.seats.place(&key) {
+                if called {
+                    state.seats.attach(id, here, alive);
+                    return Ok(id);
+                }
+                // A change moves a waiting resync ahead; otherwise the
+                // object keeps its place.
+                if waiting_at == priority || priority == Priority::Resync {
+                    return Err(state.calls.retry());
+                }
+                state.seats.cancel(id, alive);
+            }
+            let id = state.seats.enqueue(key.clone(), flow, priority, alive)?;
+            match state.seats.place(&key) {
+                Some((_, _, true)) => {
+                    state.seats.attach(id, here, alive);
+                    Ok(id)
+                }
+                _ => Err(state.calls.retry()),
+            }
         });
-        let (id, rx) = match enqueued {
-            Ok(waiting) => waiting,
-            Err(wait) => return Granted::Full(wait),
+        let id = match (step, mine) {
+            (Err(_), Some(Call::After(wait))) | (Err(wait), _) => return Granted::Wait(wait),
+            (Ok(id), _) => id,
         };
         let mut waiting = Waiting {
             fair: self.clone(),
@@ -270,10 +357,20 @@ where
                 })
             }
             Ok(Answer::Gone) => Granted::Gone,
-            Ok(Answer::Full(wait)) => Granted::Full(wait),
+            Ok(Answer::Full(wait)) => Granted::Wait(wait),
             // Never sent: not lost, tried again shortly.
-            Err(_) => Granted::Full(Duration::from_secs(1)),
+            Err(_) => Granted::Wait(Duration::from_secs(1)),
         }
+    }
+
+    /// The place of `key`, if it waits, goes to the next (its run was
+    /// skipped: it is in backoff, and asks again when that ends).
+    fn forgo(&self, key: &ObjectKey<K>) {
+        self.with(None, |state, alive| {
+            if let Some((id, ..)) = state.seats.place(key) {
+                state.seats.cancel(id, alive);
+            }
+        });
     }
 
     /// The gate's counts now.
@@ -336,15 +433,19 @@ impl Version {
     }
 }
 
-/// What a run's wait for a seat came to.
+/// What a run that arrives at the gate is told.
 enum Granted<K>
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
+    /// Run now.
     Seat(Seat<K>),
+    /// The object is gone: do not run.
     Gone,
-    Full(Duration),
+    /// Not now: ask again after this wait (the object keeps its place,
+    /// or there was no room for it).
+    Wait(Duration),
 }
 
 /// A run waiting for its answer; dropped unanswered, it stops waiting.
@@ -355,7 +456,7 @@ where
 {
     fair: FairReconciles<K>,
     id: u64,
-    rx: futures::channel::oneshot::Receiver<Answer>,
+    rx: oneshot::Receiver<Answer>,
     done: bool,
 }
 
@@ -373,7 +474,8 @@ where
             Ok(Some(Answer::Seat(ticket))) => self.fair.finish(ticket),
             _ => {
                 let id = self.id;
-                self.fair.with(|state, alive| state.seats.cancel(id, alive));
+                self.fair
+                    .with(None, |state, alive| state.seats.cancel(id, alive));
             }
         }
     }
@@ -405,6 +507,6 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
     fn finish(&self, ticket: fair_admission::Ticket) {
-        self.with(|state, alive| state.seats.finish(ticket, alive));
+        self.with(None, |state, alive| state.seats.finish(ticket, alive));
     }
 }

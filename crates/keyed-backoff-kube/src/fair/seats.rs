@@ -8,12 +8,22 @@
 //! at most [`Seats::PER_FLOW_QUEUED`] reconciles in the `Apf`'s queues at a
 //! time; the `Apf` picks which flow goes next.
 //!
-//! Both levels hold as many seats as the gate (the `Apf` is built with
-//! twice the seats, in equal shares, lending nothing): a level's request
+//! Both levels hold twice the gate's seats (the `Apf` is built with four
+//! times the seats, in equal shares, lending nothing): a level's request
 //! that the `Apf` dispatches is *ready*, and ready reconciles take the
 //! gate's seats, those of [`Priority::Changed`] first.
+//!
+//! A waiting object is a place, at most one per object, with no reconcile
+//! of its own waiting until the `Apf` dispatches it: then it is *called*
+//! (through an outbox the gate drains after every change,
+//! [`Seats::drain`]), its reconcile comes and waits ([`Seats::attach`]),
+//! and a gate seat goes to the first ready object whose reconcile is here.
+//! As each level holds twice the gate's seats, the next reconciles are
+//! called while the current ones run, and a seat that frees is taken at
+//! once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +44,16 @@ pub(crate) enum Answer {
     Full(Duration),
 }
 
+/// What the gate is told to do for a waiting object whose reconcile is
+/// not here.
+#[derive(Debug)]
+pub(crate) enum Call {
+    /// Its turn has come: have its reconcile run now.
+    Now,
+    /// There was no room for it: have its reconcile run after this wait.
+    After(Duration),
+}
+
 /// Where a waiting reconcile is.
 #[derive(Debug, Clone, Copy)]
 enum Place {
@@ -41,12 +61,14 @@ enum Place {
     Backlog,
     /// In one of the `Apf`'s queues.
     Queued(Ticket),
-    /// Dispatched by the `Apf`, waiting for one of the gate's seats.
-    Ready(Ticket),
+    /// Dispatched by the `Apf` (at this time), waiting for one of the
+    /// gate's seats.
+    Ready(Ticket, Instant),
 }
 
 struct Waiter<R> {
-    tx: oneshot::Sender<Answer>,
+    /// Its reconcile, when it is here and waits for its answer.
+    here: Option<oneshot::Sender<Answer>>,
     ident: R,
     flow: Arc<str>,
     priority: Priority,
@@ -80,6 +102,11 @@ pub(crate) struct Seats<R> {
     limits: Limits,
     /// Every waiting reconcile, by id (ids grow: the first is the oldest).
     waiters: BTreeMap<u64, Waiter<R>>,
+    /// The waiting reconcile of each object, by the object.
+    places: HashMap<R, u64>,
+    /// Calls for objects whose reconcile is not here, since the last
+    /// [`drain`](Self::drain).
+    outbox: Vec<(R, Call)>,
     /// Waiters in the `Apf`'s queues, by ticket.
     queued: HashMap<Ticket, u64>,
     flows: HashMap<(Priority, Arc<str>), Flow>,
@@ -92,12 +119,16 @@ pub(crate) struct Seats<R> {
     pub(crate) stats: FairStats,
 }
 
-impl<R> Seats<R> {
+impl<R: Clone + Eq + Hash> Seats<R> {
+    /// A called object whose reconcile has not come within this long
+    /// loses its turn.
+    pub(crate) const HOLD: Duration = Duration::from_secs(5);
+
     /// At most this many reconciles of one flow wait in the `Apf`'s queues.
     pub(crate) const PER_FLOW_QUEUED: usize = 4;
 
     /// `seats` seats over `apf`, whose two levels (changed, resync) each
-    /// hold `seats`.
+    /// hold twice `seats`.
     pub(crate) fn new(apf: Apf, levels: [LevelId; 2], seats: u32, limits: Limits) -> Self {
         Seats {
             apf,
@@ -106,6 +137,8 @@ impl<R> Seats<R> {
             running: 0,
             limits,
             waiters: BTreeMap::new(),
+            places: HashMap::new(),
+            outbox: Vec::new(),
             queued: HashMap::new(),
             flows: HashMap::new(),
             ready: [VecDeque::new(), VecDeque::new()],
@@ -125,16 +158,43 @@ impl<R> Seats<R> {
         self.settle(dispatched);
     }
 
-    /// A reconcile of `ident`, in `flow` at `priority`, starts waiting:
-    /// its id and where its answer comes, or the wait before it tries
-    /// again if there is no room.
+    /// The place of `ident`, if it waits: its id, its priority and
+    /// whether the `Apf` has dispatched it.
+    pub(crate) fn place(&self, ident: &R) -> Option<(u64, Priority, bool)> {
+        let id = *self.places.get(ident)?;
+        let w = self.waiters.get(&id)?;
+        Some((id, w.priority, matches!(w.place, Place::Ready(..))))
+    }
+
+    /// The calls since the last drain, oldest first.
+    pub(crate) fn drain(&mut self) -> Vec<(R, Call)> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The reconcile of waiter `id` is here: it is told its answer on
+    /// `here` (at once, if a seat is free).
+    pub(crate) fn attach(
+        &mut self,
+        id: u64,
+        here: oneshot::Sender<Answer>,
+        alive: impl Fn(&R) -> bool,
+    ) {
+        if let Some(w) = self.waiters.get_mut(&id) {
+            w.here = Some(here);
+        }
+        self.pump(alive);
+    }
+
+    /// `ident`, in `flow` at `priority`, starts waiting, its reconcile not
+    /// here (it may be called at once): its id, or the wait before it
+    /// tries again if there is no room.
     pub(crate) fn enqueue(
         &mut self,
         ident: R,
         flow: Arc<str>,
         priority: Priority,
         alive: impl Fn(&R) -> bool,
-    ) -> Result<(u64, oneshot::Receiver<Answer>), Duration> {
+    ) -> Result<u64, Duration> {
         self.tick();
         let p = priority as usize;
         let backlog = self
@@ -145,11 +205,11 @@ impl<R> Seats<R> {
             self.stats.requeued_full += 1;
             return Err(self.retry_after(priority));
         }
-        let (tx, rx) = oneshot::channel();
         let id = self.next_id;
         self.next_id += 1;
+        self.places.insert(ident.clone(), id);
         let waiter = Waiter {
-            tx,
+            here: None,
             ident,
             flow: Arc::clone(&flow),
             priority,
@@ -166,7 +226,7 @@ impl<R> Seats<R> {
             .insert(id);
         self.feed(key);
         self.pump(alive);
-        Ok((id, rx))
+        Ok(id)
     }
 
     /// The wait before a reconcile refused for want of room tries again:
@@ -252,8 +312,11 @@ impl<R> Seats<R> {
 
     fn make_ready(&mut self, id: u64, ticket: Ticket) {
         if let Some(w) = self.waiters.get_mut(&id) {
-            w.place = Place::Ready(ticket);
+            w.place = Place::Ready(ticket, Instant::now());
             self.ready[w.priority as usize].push_back(id);
+            if w.here.is_none() {
+                self.outbox.push((w.ident.clone(), Call::Now));
+            }
         }
     }
 
@@ -267,31 +330,32 @@ impl<R> Seats<R> {
         }
     }
 
-    /// Removes waiter `id` and tells it `answer`; `false` if its future
-    /// has gone. A seat's ticket is not completed here.
-    fn answer(&mut self, id: u64, answer: Answer) -> bool {
+    /// Removes waiter `id` and tells it `answer`: on its reconcile's
+    /// channel if that is here, or as a call to have it run later if
+    /// there was no room. A seat's ticket is not completed here.
+    fn answer(&mut self, id: u64, answer: Answer) {
         let Some(w) = self.waiters.remove(&id) else {
-            return false;
+            return;
         };
         self.waiting[w.priority as usize] -= 1;
-        w.tx.send(answer).is_ok()
+        if self.places.get(&w.ident) == Some(&id) {
+            self.places.remove(&w.ident);
+        }
+        match (w.here, answer) {
+            (Some(here), answer) => drop(here.send(answer)),
+            (None, Answer::Full(wait)) => self.outbox.push((w.ident, Call::After(wait))),
+            (None, _) => {}
+        }
     }
 
-    /// Gives free seats to ready waiters, changed ones first; a waiter
-    /// whose object is no longer `alive` is told so and takes none.
+    /// Gives free seats to ready waiters whose reconcile is here, changed
+    /// ones first, in dispatch order; a waiter whose object is no longer
+    /// `alive` is told so and takes none.
     fn pump(&mut self, alive: impl Fn(&R) -> bool) {
         while self.running < self.seats {
-            let next = self.ready.iter_mut().find_map(|ready| {
-                while let Some(id) = ready.pop_front() {
-                    if self.waiters.contains_key(&id) {
-                        return Some(id);
-                    }
-                }
-                None
-            });
-            let Some(id) = next else { break };
+            let Some(id) = self.next_here() else { break };
             let w = &self.waiters[&id];
-            let Place::Ready(ticket) = w.place else {
+            let Place::Ready(ticket, _) = w.place else {
                 continue;
             };
             let (priority, gone) = (w.priority, !alive(&w.ident));
@@ -300,12 +364,11 @@ impl<R> Seats<R> {
                 self.stats.dropped_deleted += 1;
                 self.answer(id, Answer::Gone);
                 self.release(ticket);
-            } else if self.answer(id, Answer::Seat(ticket)) {
+            } else {
+                self.answer(id, Answer::Seat(ticket));
                 self.running += 1;
                 self.stats.granted[priority as usize] += 1;
                 super::observe::granted(priority, waited);
-            } else {
-                self.release(ticket);
             }
         }
         self.stats.seats_in_use = self.running;
@@ -313,8 +376,22 @@ impl<R> Seats<R> {
         super::observe::state(&self.stats, self.longest_wait());
     }
 
+    /// The first ready waiter whose reconcile is here, taken from its
+    /// ready queue (changed first); waiters gone since are dropped from
+    /// the queues on the way.
+    fn next_here(&mut self) -> Option<u64> {
+        for ready in &mut self.ready {
+            ready.retain(|id| self.waiters.contains_key(id));
+            let here = |id: &u64| self.waiters[id].here.is_some();
+            if let Some(at) = ready.iter().position(here) {
+                return ready.remove(at);
+            }
+        }
+        None
+    }
+
     /// Hands an `Apf` seat back (its reconcile ran, or never will).
-    fn release(&mut self, ticket: Ticket) {
+    pub(crate) fn release(&mut self, ticket: Ticket) {
         if let Some(dispatched) = self.apf.complete(ticket) {
             self.settle(dispatched);
         }
@@ -328,9 +405,9 @@ impl<R> Seats<R> {
         self.pump(alive);
     }
 
-    /// Waiter `id` stops waiting (its future went away, or its object is
-    /// gone): it leaves its backlog or queue, or hands back the `Apf`
-    /// seat it was dispatched.
+    /// Waiter `id` stops waiting (it waits again at another priority, or
+    /// its object is gone): it leaves its backlog or queue, or hands back
+    /// the `Apf` seat it was dispatched.
     pub(crate) fn cancel(&mut self, id: u64, alive: impl Fn(&R) -> bool) {
         self.tick();
         self.leave(id);
@@ -358,7 +435,7 @@ impl<R> Seats<R> {
                 }
                 self.feed(key);
             }
-            Place::Ready(ticket) => self.release(ticket),
+            Place::Ready(ticket, _) => self.release(ticket),
         }
     }
 
@@ -372,7 +449,20 @@ impl<R> Seats<R> {
             .map(|(id, _)| *id)
             .collect();
         self.stats.dropped_deleted += gone.len() as u64;
-        for id in gone {
+        // Called, but its reconcile has not come for its seat: the place
+        // goes to the next (the object asks again later, and waits anew).
+        let unclaimed: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| {
+                w.here.is_none()
+                    && alive(&w.ident)
+                    && matches!(w.place, Place::Ready(_, at) if at.elapsed() >= Self::HOLD)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        self.stats.unclaimed += unclaimed.len() as u64;
+        for id in gone.into_iter().chain(unclaimed) {
             self.leave(id);
         }
         self.pump(alive);

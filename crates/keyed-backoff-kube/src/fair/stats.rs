@@ -65,6 +65,10 @@ pub struct FairStats {
     /// Calls of the flow function that panicked (those objects went to
     /// the flow named `""`).
     pub flow_panics: u64,
+    /// Waiting objects whose turn came but whose reconcile did not come
+    /// for it within a few seconds (a controller that stopped, or one not
+    /// wired): each lost its turn, and waits anew when it asks again.
+    pub unclaimed: u64,
 }
 
 impl FairStats {

@@ -87,12 +87,13 @@ where
                     && in_backoff
                     && let Some(wait) = backoff.skip(&key).await
                 {
+                    fair.forgo(&key);
                     return Ok(Action::requeue(wait));
                 }
-                let _seat = match fair.seat(key.clone(), flow, version).await {
+                let _seat = match fair.arrive(key.clone(), flow, version).await {
                     Granted::Seat(seat) => seat,
                     Granted::Gone => return Ok(Action::await_change()),
-                    Granted::Full(wait) => return Ok(Action::requeue(wait)),
+                    Granted::Wait(wait) => return Ok(Action::requeue(wait)),
                 };
                 // Asked when the run starts (once): an outage may have
                 // been declared while it waited.

@@ -109,6 +109,7 @@ pub async fn measure(
                 .seats(seats)
                 .build()
                 .unwrap();
+            let controller = fair.controller(controller);
             let run = controller.run(fair.reconciler(&backoff, reconcile), policy, context);
             tokio::spawn(run.for_each(|_| async {}))
         }
