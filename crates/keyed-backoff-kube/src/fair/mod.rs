@@ -49,8 +49,9 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 /// grow with the number waiting. When the fair queues reach the object, the
 /// gate asks the controller for its reconcile (through
 /// [`controller`](Self::controller), which must wire the controller), and
-/// that reconcile waits for the next seat that frees; the next reconciles
-/// are asked for while the current ones run.
+/// that reconcile waits for the next seat that frees; the next reconciles,
+/// and a few per seat ahead of their turn, are asked for while the current
+/// ones run, so that the controller holds a bounded number of reconciles.
 ///
 /// - an object in backoff (with
 ///   [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),

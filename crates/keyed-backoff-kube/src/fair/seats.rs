@@ -20,7 +20,10 @@
 //! and a gate seat goes to the first ready object whose reconcile is here.
 //! As each level holds twice the gate's seats, the next reconciles are
 //! called while the current ones run, and a seat that frees is taken at
-//! once.
+//! once. Beyond those, a few waiting objects per seat are called *ahead*,
+//! the oldest first: their reconciles wait here for their turn, so that a
+//! turn that comes to one of them (with a single flow, every turn) is
+//! taken without asking the controller.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
@@ -69,6 +72,8 @@ enum Place {
 struct Waiter<R> {
     /// Its reconcile, when it is here and waits for its answer.
     here: Option<oneshot::Sender<Answer>>,
+    /// Whether its reconcile was asked for (its turn came, or ahead).
+    called: bool,
     ident: R,
     flow: Arc<str>,
     priority: Priority,
@@ -107,6 +112,10 @@ pub(crate) struct Seats<R> {
     /// Calls for objects whose reconcile is not here, since the last
     /// [`drain`](Self::drain).
     outbox: Vec<(R, Call)>,
+    /// Waiters not called yet, oldest first.
+    uncalled: BTreeSet<u64>,
+    /// Waiters called ahead of their turn, their turn not come yet.
+    called_ahead: usize,
     /// Waiters in the `Apf`'s queues, by ticket.
     queued: HashMap<Ticket, u64>,
     flows: HashMap<(Priority, Arc<str>), Flow>,
@@ -120,6 +129,9 @@ pub(crate) struct Seats<R> {
 }
 
 impl<R: Clone + Eq + Hash> Seats<R> {
+    /// Waiters called ahead of their turn, per seat.
+    pub(crate) const AHEAD_PER_SEAT: usize = 8;
+
     /// A called object whose reconcile has not come within this long
     /// loses its turn.
     pub(crate) const HOLD: Duration = Duration::from_secs(5);
@@ -139,6 +151,8 @@ impl<R: Clone + Eq + Hash> Seats<R> {
             waiters: BTreeMap::new(),
             places: HashMap::new(),
             outbox: Vec::new(),
+            uncalled: BTreeSet::new(),
+            called_ahead: 0,
             queued: HashMap::new(),
             flows: HashMap::new(),
             ready: [VecDeque::new(), VecDeque::new()],
@@ -159,11 +173,11 @@ impl<R: Clone + Eq + Hash> Seats<R> {
     }
 
     /// The place of `ident`, if it waits: its id, its priority and
-    /// whether the `Apf` has dispatched it.
+    /// whether its reconcile was asked for.
     pub(crate) fn place(&self, ident: &R) -> Option<(u64, Priority, bool)> {
         let id = *self.places.get(ident)?;
         let w = self.waiters.get(&id)?;
-        Some((id, w.priority, matches!(w.place, Place::Ready(..))))
+        Some((id, w.priority, w.called))
     }
 
     /// The calls since the last drain, oldest first.
@@ -210,6 +224,7 @@ impl<R: Clone + Eq + Hash> Seats<R> {
         self.places.insert(ident.clone(), id);
         let waiter = Waiter {
             here: None,
+            called: false,
             ident,
             flow: Arc::clone(&flow),
             priority,
@@ -217,6 +232,7 @@ impl<R: Clone + Eq + Hash> Seats<R> {
             place: Place::Backlog,
         };
         self.waiters.insert(id, waiter);
+        self.uncalled.insert(id);
         self.waiting[p] += 1;
         let key = (priority, flow);
         self.flows
@@ -311,9 +327,32 @@ impl<R: Clone + Eq + Hash> Seats<R> {
     }
 
     fn make_ready(&mut self, id: u64, ticket: Ticket) {
+        self.uncalled.remove(&id);
         if let Some(w) = self.waiters.get_mut(&id) {
+            if w.called && !matches!(w.place, Place::Ready(..)) {
+                self.called_ahead -= 1;
+            }
             w.place = Place::Ready(ticket, Instant::now());
             self.ready[w.priority as usize].push_back(id);
+            if !w.called && w.here.is_none() {
+                self.outbox.push((w.ident.clone(), Call::Now));
+            }
+            w.called = true;
+        }
+    }
+
+    /// Calls the oldest waiters in the queues ahead of their turn, up to
+    /// [`AHEAD_PER_SEAT`](Self::AHEAD_PER_SEAT) per seat.
+    fn call_ahead(&mut self) {
+        while self.called_ahead < Self::AHEAD_PER_SEAT * self.seats as usize {
+            let Some(id) = self.uncalled.pop_first() else {
+                break;
+            };
+            let Some(w) = self.waiters.get_mut(&id) else {
+                continue;
+            };
+            w.called = true;
+            self.called_ahead += 1;
             if w.here.is_none() {
                 self.outbox.push((w.ident.clone(), Call::Now));
             }
@@ -340,6 +379,10 @@ impl<R: Clone + Eq + Hash> Seats<R> {
         self.waiting[w.priority as usize] -= 1;
         if self.places.get(&w.ident) == Some(&id) {
             self.places.remove(&w.ident);
+        }
+        self.uncalled.remove(&id);
+        if w.called && !matches!(w.place, Place::Ready(..)) {
+            self.called_ahead -= 1;
         }
         match (w.here, answer) {
             (Some(here), answer) => drop(here.send(answer)),
@@ -371,6 +414,7 @@ impl<R: Clone + Eq + Hash> Seats<R> {
                 super::observe::granted(priority, waited);
             }
         }
+        self.call_ahead();
         self.stats.seats_in_use = self.running;
         self.stats.waiting = self.waiting;
         super::observe::state(&self.stats, self.longest_wait());
