@@ -234,10 +234,7 @@ where
             }
         }
         let outcome = self.inner.fail(key).await?;
-        if let Ok(level) = outcome {
-            self.state.failed(key, level.attempts == 1).await;
-        }
-        Ok(outcome)
+        Ok(self.state.failed(key, outcome).await)
     }
 
     async fn succeed(&self, key: &K) -> Result<(), G::Error> {

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use keyed_backoff::Advanced;
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
+use keyed_backoff::{Advanced, InBackoff};
 
 use crate::observe;
 use crate::settings::OutageSettings;
@@ -56,13 +56,14 @@ pub(crate) mod sealed {
             level: Option<Advanced>,
         ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send;
 
-        /// A failure the key's own backoff counted; `fresh` when it
-        /// started the key's ladder.
+        /// The outcome of a failure the key's own backoff was told: a
+        /// failure it counted (fresh when it started the key's ladder) is
+        /// told to the outage. The outcome comes back as it went in.
         fn failed<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
-            fresh: bool,
-        ) -> impl Future<Output = ()> + Send;
+            outcome: Result<Advanced, InBackoff>,
+        ) -> impl Future<Output = Result<Advanced, InBackoff>> + Send;
 
         /// A success of the key.
         fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send;
@@ -129,11 +130,14 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     fn failed<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
-        fresh: bool,
-    ) -> impl Future<Output = ()> + Send {
-        self.watch
-            .failed(key, fresh, || self.now(), observe::outage);
-        done(())
+        outcome: Result<Advanced, InBackoff>,
+    ) -> impl Future<Output = Result<Advanced, InBackoff>> + Send {
+        if let Ok(level) = outcome {
+            let fresh = level.attempts == 1;
+            self.watch
+                .failed(key, fresh, || self.now(), observe::outage);
+        }
+        done(outcome)
     }
 
     #[inline]

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
-use keyed_backoff::{Advanced, ConfigError};
+use keyed_backoff::{Advanced, ConfigError, InBackoff};
 use parking_lot::Mutex;
 
 use crate::fleet::{Batch, Call, ReplicaDetector, Rules, View};
@@ -426,10 +426,17 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         self.ask(self.rules.hash(key), Call::Rule(asked), level)
     }
 
-    async fn failed<Q: Hash + Sync + ?Sized>(&self, key: &Q, fresh: bool) {
+    async fn failed<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        outcome: Result<Advanced, InBackoff>,
+    ) -> Result<Advanced, InBackoff> {
+        let Ok(level) = outcome else {
+            return outcome;
+        };
         let failures = self.failures.fetch_add(1, Ordering::Relaxed);
-        if !fresh {
-            return;
+        if level.attempts != 1 {
+            return outcome;
         }
         let hash = self.rules.hash(key);
         let successes = self.successes.load(Ordering::Relaxed);
@@ -439,6 +446,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
             Some(counts) => _ = self.ask(hash, Call::Begin(counts), None).await,
             None => _ = self.check().await,
         }
+        outcome
     }
 
     async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) {
