@@ -25,6 +25,8 @@
 //! turn that comes to one of them (with a single flow, every turn) is
 //! taken without asking the controller.
 
+mod inspect;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -34,7 +36,7 @@ use fair_admission::{Admission, Admit, Apf, LevelId, Ticket};
 use futures::channel::oneshot;
 use tokio::time::Instant;
 
-use super::stats::{FairStats, FlowWait, Priority};
+use super::stats::{FairStats, Priority};
 
 /// What a waiting reconcile is told, once.
 #[derive(Debug)]
@@ -510,37 +512,5 @@ impl<R: Clone + Eq + Hash> Seats<R> {
             self.leave(id);
         }
         self.pump(alive);
-    }
-
-    /// How long the oldest waiter has waited.
-    fn longest_wait(&self) -> Duration {
-        self.waiters
-            .first_key_value()
-            .map_or(Duration::ZERO, |(_, w)| w.since.elapsed())
-    }
-
-    /// The longest wait of each flow with a reconcile waiting, longest
-    /// first.
-    pub(crate) fn longest_waits(&self) -> Vec<FlowWait> {
-        let mut oldest: HashMap<(Priority, &Arc<str>), Instant> = HashMap::new();
-        for w in self.waiters.values() {
-            let since = oldest.entry((w.priority, &w.flow)).or_insert(w.since);
-            *since = (*since).min(w.since);
-        }
-        let mut waits: Vec<FlowWait> = oldest
-            .into_iter()
-            .map(|((priority, flow), since)| FlowWait {
-                flow: flow.to_string(),
-                priority,
-                waited: since.elapsed(),
-            })
-            .collect();
-        waits.sort_by(|a, b| b.waited.cmp(&a.waited).then(a.flow.cmp(&b.flow)));
-        waits
-    }
-
-    /// The `Apf`'s levels, queues and requests.
-    pub(crate) fn dump(&self) -> fair_admission::Dump {
-        self.apf.dump()
     }
 }
