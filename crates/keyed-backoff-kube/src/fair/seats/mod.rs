@@ -83,6 +83,14 @@ struct Waiter<R> {
     place: Place,
 }
 
+impl<R> Waiter<R> {
+    /// Called ahead of its turn, its turn not come yet (counted in
+    /// `Seats::called_ahead`).
+    fn ahead(&self) -> bool {
+        self.called && !matches!(self.place, Place::Ready(..))
+    }
+}
+
 /// One flow at one priority: its backlog (waiter ids, oldest first) and
 /// how many of its reconciles wait in the `Apf`'s queues.
 #[derive(Default)]
@@ -331,7 +339,7 @@ impl<R: Clone + Eq + Hash> Seats<R> {
     fn make_ready(&mut self, id: u64, ticket: Ticket) {
         self.uncalled.remove(&id);
         if let Some(w) = self.waiters.get_mut(&id) {
-            if w.called && !matches!(w.place, Place::Ready(..)) {
+            if w.ahead() {
                 self.called_ahead -= 1;
             }
             w.place = Place::Ready(ticket, Instant::now());
@@ -383,7 +391,7 @@ impl<R: Clone + Eq + Hash> Seats<R> {
             self.places.remove(&w.ident);
         }
         self.uncalled.remove(&id);
-        if w.called && !matches!(w.place, Place::Ready(..)) {
+        if w.ahead() {
             self.called_ahead -= 1;
         }
         match (w.here, answer) {
