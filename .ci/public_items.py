@@ -101,7 +101,7 @@ def walk(doc):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=40)
+    parser.add_argument("--limit", type=int, default=41)
     parser.add_argument("--no-build", action="store_true")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

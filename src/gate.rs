@@ -75,6 +75,14 @@ pub trait Gate<K>: Send + Sync {
     /// Why a call could not be answered ([`Infallible`](std::convert::Infallible) in process).
     type Error: std::error::Error + Send + Sync + 'static;
 
+    /// Whether every future this gate returns is ready at its first poll:
+    /// `true` for the in-process manager and for a wrapper over it whose
+    /// own state is in process. An integration then asks in place, without
+    /// a runtime and without allocating ([`DynGate`](crate::DynGate)
+    /// answers [`Answer::Now`](crate::Answer::Now)). `false`, the default,
+    /// promises nothing: a gate across the network.
+    const ANSWERS_AT_ONCE: bool = false;
+
     /// The wait left before `key` may run, or `None` if it may run now.
     /// Changes nothing.
     fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Self::Error>> + Send;
@@ -143,6 +151,7 @@ where
     S: BuildHasher + Clone + Send + Sync,
 {
     type Error = Infallible;
+    const ANSWERS_AT_ONCE: bool = true;
 
     #[inline]
     fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Infallible>> + Send {
@@ -199,6 +208,7 @@ where
 /// background GC task hold it.
 impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
     type Error = G::Error;
+    const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE;
 
     #[inline]
     fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, G::Error>> + Send {

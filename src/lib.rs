@@ -149,6 +149,7 @@ pub mod clock;
 mod draws;
 mod duration;
 mod entry;
+mod erased;
 mod error;
 mod expiry;
 mod gate;
@@ -169,6 +170,7 @@ mod wait;
 pub use backoff::Backoff;
 pub use builder::BackoffBuilder;
 pub use entry::Advanced;
+pub use erased::{Answer, DynGate};
 pub use error::{ConfigError, InBackoff, SpawnError};
 pub use gate::Gate;
 pub use gc::GcGuard;
@@ -189,18 +191,7 @@ pub mod __private {
         settings.resolved()
     }
 
-    /// The answer of an in-process gate's call, for a caller that cannot
-    /// await: the manager's futures are ready at once and a wrapper over
-    /// it awaits nothing else, so one poll completes them.
-    pub fn ready<T>(
-        call: impl std::future::Future<Output = Result<T, std::convert::Infallible>>,
-    ) -> T {
-        use std::task::{Context, Poll, Waker};
-        match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(Ok(answer)) => answer,
-            Poll::Pending => unreachable!("an in-process gate answers at once"),
-        }
-    }
+    pub use crate::erased::now;
 }
 
 /// The README's example, compiled and run as a doc test.

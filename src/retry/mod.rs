@@ -31,9 +31,8 @@
 //! let outcome = Retry::new(&strategy)
 //!     .max_attempts(5)
 //!     .classify(|e: &&str| if *e == "bad request" { Verdict::Stop } else { Verdict::Retry })
-//!     .run(|d| slept.push(d), |attempt| if attempt < 3 { Err("unavailable") } else { Ok("done") });
-//! let done = outcome.unwrap();
-//! assert_eq!((done.value, done.attempts), ("done", 3));
+//!     .run(|d| slept.push(d), |attempt| if attempt < 3 { Err("unavailable") } else { Ok(("done", attempt)) });
+//! assert_eq!(outcome.unwrap(), ("done", 3));
 //! assert_eq!(slept, [Duration::from_millis(10), Duration::from_millis(20)]);
 //! # Ok::<(), keyed_backoff::ConfigError>(())
 //! ```
@@ -96,21 +95,6 @@ impl fmt::Display for GaveUp {
             GaveUp::Budget => "retry budget exhausted",
         })
     }
-}
-
-/// A success, and how many attempts it took.
-///
-/// ```
-/// use keyed_backoff::retry::Success;
-/// let s = Success { value: 7, attempts: 2 };
-/// assert_eq!(s.attempts, 2);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Success<T> {
-    /// What the operation returned.
-    pub value: T,
-    /// Attempts run, the successful one included.
-    pub attempts: u32,
 }
 
 /// The last error, how many attempts ran and why retrying stopped.
@@ -353,15 +337,16 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
     /// let s = Strategy::new(Constant::new(Duration::from_millis(1)))?;
-    /// let ok = Retry::new(&s).run(std::thread::sleep, |n| if n == 2 { Ok(n) } else { Err(()) }).unwrap();
-    /// assert_eq!(ok.attempts, 2);
+    /// // `op` is given the attempt number: a success returns it if it counts.
+    /// let attempts = Retry::new(&s).run(std::thread::sleep, |n| if n == 2 { Ok(n) } else { Err(()) }).unwrap();
+    /// assert_eq!(attempts, 2);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
     pub fn run<T>(
         mut self,
         mut sleep: impl FnMut(Duration),
         mut op: impl FnMut(u32) -> Result<T, E>,
-    ) -> Result<Success<T>, Failure<E>> {
+    ) -> Result<T, Failure<E>> {
         let start = self.clock.now();
         let mut attempt = 1;
         self.started();
@@ -389,16 +374,13 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
     /// use keyed_backoff::strategy::{Constant, Strategy};
     /// use std::time::Duration;
     /// let s = Strategy::new(Constant::new(Duration::from_secs(5)))?;
-    /// let ok = Retry::new(&s).run_async(|n| async move { if n == 3 { Ok(n) } else { Err(()) } }).await.unwrap();
-    /// assert_eq!(ok.attempts, 3);
+    /// let attempts = Retry::new(&s).run_async(|n| async move { if n == 3 { Ok(n) } else { Err(()) } }).await.unwrap();
+    /// assert_eq!(attempts, 3);
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// # }).unwrap();
     /// ```
     #[cfg(feature = "tokio")]
-    pub async fn run_async<T, F>(
-        mut self,
-        mut op: impl FnMut(u32) -> F,
-    ) -> Result<Success<T>, Failure<E>>
+    pub async fn run_async<T, F>(mut self, mut op: impl FnMut(u32) -> F) -> Result<T, Failure<E>>
     where
         F: std::future::Future<Output = Result<T, E>>,
     {
@@ -430,10 +412,7 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
                 if let Some(b) = &self.budget {
                     b.on_outcome(true);
                 }
-                return Next::Done(Ok(Success {
-                    value,
-                    attempts: attempt,
-                }));
+                return Next::Done(Ok(value));
             }
             Err(error) => error,
         };
@@ -478,6 +457,6 @@ impl<'a, E, C: Clock> Retry<'a, E, C> {
 }
 
 enum Next<T, E> {
-    Done(Result<Success<T>, Failure<E>>),
+    Done(Result<T, Failure<E>>),
     Wait(Duration),
 }

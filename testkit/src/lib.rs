@@ -47,9 +47,7 @@ pub mod redis_server;
 pub use panic::panic_message;
 
 use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use keyed_backoff::clock::MockClock;
@@ -119,8 +117,5 @@ pub fn shared_manager(clock: &MockClock) -> Arc<Backoff<String, MockClock>> {
 /// assert_eq!(failed.map(|level| level.backoff), Ok(Duration::from_secs(1)));
 /// ```
 pub fn ready<F: Future>(future: F) -> F::Output {
-    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("the future was not ready at its first poll"),
-    }
+    keyed_backoff::__private::now(future).expect("the future was not ready at its first poll")
 }

@@ -118,7 +118,7 @@ where
     /// Whether the object backoff is kept in a shared store.
     #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
     pub(crate) fn shares_a_store(&self) -> bool {
-        matches!(self.shared.gate, ObjectGate::Shared(_))
+        self.shared.gate.is_shared()
     }
 
     /// The totals, for the parts of the crate that count.
@@ -160,21 +160,13 @@ where
     /// # }
     /// ```
     pub fn on_error(&self, obj: &K) -> Action {
-        self.failed(&self.key(obj))
-    }
-
-    /// A failure of `key`, told to the gate once: the requeue it decides.
-    pub(crate) fn failed(&self, key: &ObjectKey<K>) -> Action {
-        self.decided(key, self.shared.gate.fail(key))
-    }
-
-    /// [`failed`](Self::failed), waiting for a shared store's answer.
-    pub(crate) async fn failed_async(&self, key: &ObjectKey<K>) -> Action {
-        self.decided(key, self.shared.gate.fail_async(key).await)
+        let key = self.key(obj);
+        let answer = self.shared.gate.fail(&key).now();
+        self.failed(&key, answer)
     }
 
     /// The requeue for the gate's answer to a failure of `key`, counted.
-    fn decided(&self, key: &ObjectKey<K>, answer: Result<Advanced, InBackoff>) -> Action {
+    pub(crate) fn failed(&self, key: &ObjectKey<K>, answer: Result<Advanced, InBackoff>) -> Action {
         match answer {
             Ok(level) => {
                 self.shared.tally.failures.add_one();
@@ -217,20 +209,17 @@ where
     /// # }
     /// ```
     pub fn on_success(&self, obj: &K) {
-        self.succeeded(&self.key(obj));
+        let key = self.key(obj);
+        let (had, told) = self.shared.gate.succeed(&key);
+        told.now();
+        self.succeeded(&key, had);
     }
 
-    pub(crate) fn succeeded(&self, key: &ObjectKey<K>) {
+    /// A success of `key`, told to the gate, counted; `had`: whether the
+    /// manager had an entry for it.
+    pub(crate) fn succeeded(&self, key: &ObjectKey<K>, had: bool) {
         self.shared.tally.successes.add_one();
-        if self.shared.gate.succeed(key) {
-            observe::reset(key);
-        }
-    }
-
-    /// [`succeeded`](Self::succeeded), waiting for a shared store's answer.
-    pub(crate) async fn succeeded_async(&self, key: &ObjectKey<K>) {
-        self.shared.tally.successes.add_one();
-        if self.shared.gate.succeed_async(key).await {
+        if had {
             observe::reset(key);
         }
     }

@@ -13,7 +13,7 @@ use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
 
 use crate::gate::ObjectGate;
-use crate::shared::{SharedGate, SharedStore};
+use crate::shared::SharedStore;
 
 use crate::backoff::ObjectBackoff;
 use crate::rate_limit::{Bucket, BucketLimit};
@@ -70,7 +70,7 @@ pub struct ObjectBackoffBuilder<K: Lookup> {
     /// `None` until set: then on exactly when outage detection is.
     skip_while_in_backoff: Option<bool>,
     outage: Option<OutageSettings>,
-    shared: Option<SharedStore>,
+    shared: Option<SharedStore<K>>,
 }
 
 impl<K> ObjectBackoffBuilder<K>
@@ -371,11 +371,19 @@ where
                 .build()?,
         );
         let gate = match (self.outage, self.shared) {
-            (Some(settings), _) => ObjectGate::Outage(Box::new(OutageAware::with_clock(
-                manager, settings, TokioClock,
-            )?)),
-            (None, Some(store)) => ObjectGate::Shared(Box::new(SharedGate::new(store, manager))),
-            (None, None) => ObjectGate::Plain(manager),
+            (Some(settings), _) => {
+                let outage = Arc::new(OutageAware::with_clock(
+                    Arc::clone(&manager),
+                    settings,
+                    TokioClock,
+                )?);
+                ObjectGate::new(Arc::new(Arc::clone(&outage)), manager, None, Some(outage))
+            }
+            (None, Some(store)) => {
+                let gate = Arc::clone(&store.gate);
+                ObjectGate::new(gate, manager, Some(store.gate), store.status)
+            }
+            (None, None) => ObjectGate::manager_only(manager),
         };
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(

@@ -1,5 +1,4 @@
-//! The in-process manager behind an object backoff, and how its calls are
-//! answered at once.
+//! The in-process manager behind an object backoff.
 
 use keyed_backoff::Backoff;
 use keyed_backoff::clock::TokioClock;
@@ -9,6 +8,3 @@ use crate::key::ObjectKey;
 /// The manager type behind an [`ObjectBackoff`](crate::ObjectBackoff): one entry per object
 /// identity (reference and uid), on tokio's clock.
 pub type ObjectManager<K> = Backoff<ObjectKey<K>, TokioClock>;
-
-/// One poll answers an in-process gate's call.
-pub(crate) use keyed_backoff::__private::ready;

@@ -191,6 +191,7 @@ where
     S: OutageState,
 {
     type Error = G::Error;
+    const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && S::AT_ONCE;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
         if !self.state.active().await {

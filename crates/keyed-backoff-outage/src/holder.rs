@@ -36,6 +36,10 @@ pub(crate) mod sealed {
     /// What the wrapper asks of the outage's state. Times are on the
     /// state's own clock; `level` is the key's own level now.
     pub trait Questions {
+        /// Whether every answer is ready at its first poll (the state is
+        /// in this process).
+        const AT_ONCE: bool = false;
+
         /// Whether an outage or its release is under way.
         fn active(&self) -> impl Future<Output = bool> + Send;
 
@@ -102,6 +106,8 @@ impl<C: Clock> InProcess<C> {
 
 /// Answered at once, under the watch's lock or with an atomic.
 impl<C: Clock> sealed::Questions for InProcess<C> {
+    const AT_ONCE: bool = true;
+
     #[inline]
     fn active(&self) -> impl Future<Output = bool> + Send {
         done(self.watch.active())

@@ -128,7 +128,7 @@ async fn a_retry_after_to_one_replica_holds_its_key_on_all_three_for_2_s_and_no_
     for _ in 0..3 {
         // Each replica: a store on its own connection, the layer over it;
         // a held key is refused at once, so that its wait can be read.
-        let layer = KeyedBackoffLayer::over(store(&server.url).await, host)
+        let layer = KeyedBackoffLayer::new(store(&server.url).await, host)
             .retry_if(RetryHttp)
             .max_retries(0)
             .fail_fast();
@@ -261,7 +261,7 @@ async fn failures_seen_by_three_replicas_climb_one_shared_ladder() {
     let initial = Duration::from_millis(300);
     for _ in 0..3 {
         let store = store_on_clock(&server.url, initial, &clock).await;
-        let layer = KeyedBackoffLayer::over(store, host)
+        let layer = KeyedBackoffLayer::new(store, host)
             .retry_if(RetryHttp)
             .max_retries(0)
             .fail_fast();

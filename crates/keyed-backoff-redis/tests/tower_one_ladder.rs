@@ -78,7 +78,7 @@ async fn three_replicas_answer_every_request_as_one_manager() {
             .await
             .unwrap();
         stores.push(store.clone());
-        let over = KeyedBackoffLayer::over(store, host)
+        let over = KeyedBackoffLayer::new(store, host)
             .retry_if(RetryHttp)
             .max_retries(0)
             .fail_fast();

@@ -183,7 +183,7 @@ impl<S, Req, K, F, Cl, Rp> Future for ResponseFuture<S, Req, K, F, Cl, Rp>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
-    K: fmt::Debug,
+    K: fmt::Debug + Clone + Send + Sync + 'static,
     Cl: Classify<S::Response, S::Error>,
     Rp: Replay<Req>,
 {
@@ -205,7 +205,7 @@ where
                 StateProj::Waiting { sleep, since } => {
                     ready!(sleep.as_mut().poll(cx));
                     // The window may have been extended meanwhile.
-                    match this.policy.gate.remaining(this.key) {
+                    match crate::gate::remaining(&this.policy.gate, this.key) {
                         Answer::Now(Some(wait)) => {
                             sleep.as_mut().reset(after(Instant::now(), wait));
                             continue;
@@ -312,7 +312,7 @@ where
 impl<S, Req, K, F, Cl, Rp> fmt::Debug for ResponseFuture<S, Req, K, F, Cl, Rp>
 where
     S: Service<Req>,
-    K: fmt::Debug,
+    K: fmt::Debug + Clone + Send + Sync + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")

@@ -1,23 +1,20 @@
 //! [`KeyedBackoffLayer`]: the middleware's configuration.
 
 use std::fmt;
-use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::Backoff;
 use keyed_backoff::budget::RetryBudget;
-use keyed_backoff::clock::Clock;
 use tower::Layer;
 
-use crate::gate::{Contract, Gate, Remote};
 use crate::policy::{Limits, Policy, RetryErrors};
 use crate::replay::CloneRequest;
 use crate::service::KeyedBackoff;
 
 /// A tower layer that backs off per key: a function picks each request's
 /// key (its host, tenant or shard), and the keys share one keyed-backoff
-/// [`Backoff`] manager.
+/// gate: the [`Backoff`](keyed_backoff::Backoff) manager, a wrapper over
+/// it, or a store shared by a fleet.
 ///
 /// - **Every attempt is gated**, the first one too: a request whose key is
 ///   in backoff waits until its window ends, or fails at once with
@@ -45,9 +42,7 @@ use crate::service::KeyedBackoff;
 /// success until `.retry_if(RetryHttp)` (feature `http`) says otherwise;
 /// 3 retries per request, of a clone of it ([`CloneRequest`]); no budget;
 /// requests wait as long as their key's window lasts; a `Retry-After` is
-/// honoured up to the manager's [`max`](Backoff::max) backoff for a layer
-/// made with [`new`](Self::new), and up to 5 minutes for one made with
-/// [`over`](Self::over).
+/// honoured up to 5 minutes.
 ///
 /// Waits sleep on tokio's timer for as long as the manager's clock says
 /// is left, so the manager may run on any clock. Under tokio's paused
@@ -102,8 +97,25 @@ impl<K, F, Cl, Rp> fmt::Debug for KeyedBackoffLayer<K, F, Cl, Rp> {
 }
 
 impl<K, F> KeyedBackoffLayer<K, F> {
-    /// A layer over `backoff`, keying each request with `key`, with the
-    /// defaults above. `backoff` may be on any clock and hasher.
+    /// A layer over `gate`, keying each request with `key`, with the
+    /// defaults above: any gate of the core's contract,
+    /// [`Gate`](keyed_backoff::Gate), that is cheap to clone. The manager
+    /// in an `Arc` (on any clock and hasher), a wrapper in an `Arc` (such as
+    /// keyed-backoff-outage's `OutageAware`), or a store shared by a fleet
+    /// (keyed-backoff-redis's `RedisBackoff`, keyed by `String`).
+    ///
+    /// A gate that answers at once (in process:
+    /// [`Gate::ANSWERS_AT_ONCE`](keyed_backoff::Gate::ANSWERS_AT_ONCE)) is
+    /// asked in place, and a request allocates nothing for its answers; a
+    /// store's answers are awaited by the request's future, one boxed
+    /// future per question. When the gate cannot answer whether a key may
+    /// run (the store is unreachable), the request fails with the gate's
+    /// error and is not sent; when it cannot record an attempt's result,
+    /// the result is returned as it is, without a retry.
+    ///
+    /// A server's `Retry-After` is kept by the gate itself, so over a
+    /// shared store it holds the key for every replica; it is capped at
+    /// [`max_retry_after`](Self::max_retry_after), 5 minutes unless set.
     ///
     /// ```
     /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
@@ -114,22 +126,14 @@ impl<K, F> KeyedBackoffLayer<K, F> {
     /// # let _ = layer;
     /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
     /// ```
-    pub fn new<C, S>(backoff: Arc<Backoff<K, C, S>>, key: F) -> Self
+    pub fn new<G>(gate: G, key: F) -> Self
     where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock,
-        S: BuildHasher + Clone + Send + Sync + 'static,
+        G: keyed_backoff::Gate<K> + Clone + 'static,
+        K: Clone + Send + Sync + 'static,
     {
-        let max = backoff.max();
-        Self::with_defaults(Arc::new(Contract(backoff)), key, max)
-    }
-
-    /// A layer over `gate` with the defaults above, `Retry-After` capped
-    /// at `max_retry_after`.
-    fn with_defaults(gate: Arc<dyn Gate<K>>, key: F, max_retry_after: Duration) -> Self {
         KeyedBackoffLayer {
             policy: Policy {
-                gate,
+                gate: Arc::new(gate),
                 key: Arc::new(key),
                 classify: Arc::new(RetryErrors),
                 replay: Arc::new(CloneRequest),
@@ -137,52 +141,16 @@ impl<K, F> KeyedBackoffLayer<K, F> {
                 limits: Limits {
                     max_retries: 3,
                     max_wait: Duration::MAX,
-                    max_retry_after,
+                    max_retry_after: MAX_RETRY_AFTER,
                 },
             },
         }
     }
 }
 
-/// The cap on a server's `Retry-After` for a layer over a gate that
-/// states no `max` of its own ([`KeyedBackoffLayer::over`]).
-const OVER_MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-impl<K, F> KeyedBackoffLayer<K, F> {
-    /// A layer over any gate of the core's contract,
-    /// [`Gate`](keyed_backoff::Gate): a store shared by a fleet
-    /// (`keyed_backoff_redis::RedisBackoff`, keyed by `String`), or a
-    /// wrapper such as keyed-backoff-outage's `OutageAware`. The
-    /// request's future awaits the gate's answers, one boxed future per
-    /// question (a layer made with [`new`](Self::new) allocates none).
-    ///
-    /// A `Retry-After` is kept by the gate itself, so over a shared store
-    /// it holds the key for every replica. It is capped at 5 minutes unless
-    /// [`max_retry_after`](Self::max_retry_after) says otherwise. When the
-    /// gate cannot answer whether a key may run (the store is unreachable),
-    /// the request fails with the gate's error and is not sent; when it
-    /// cannot record an attempt's result, the result is returned as it is,
-    /// without a retry.
-    ///
-    /// ```
-    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// // Any gate: here the manager itself, shared as a wrapper would hold it.
-    /// let backoff = Backoff::<String>::new(Duration::from_millis(10), Duration::from_secs(1))?;
-    /// let gate = Arc::new(backoff);
-    /// let layer = KeyedBackoffLayer::over(gate, |host: &String| host.clone());
-    /// # let _ = layer;
-    /// # Ok::<(), keyed_backoff_tower::ConfigError>(())
-    /// ```
-    pub fn over<G>(gate: G, key: F) -> Self
-    where
-        G: keyed_backoff::Gate<K> + 'static,
-        K: Clone + Send + Sync + 'static,
-    {
-        Self::with_defaults(Arc::new(Remote(Arc::new(gate))), key, OVER_MAX_RETRY_AFTER)
-    }
-}
+/// The cap on a server's `Retry-After` unless
+/// [`max_retry_after`](KeyedBackoffLayer::max_retry_after) sets one.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     /// Classify results with `classify` instead of treating every `Err` as
@@ -287,10 +255,8 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     }
 
     /// The longest a server's `Retry-After` may hold a key; a longer one
-    /// holds it this long. Unless set: the manager's
-    /// [`max`](Backoff::max) for a layer made with [`new`](Self::new), 5
-    /// minutes for one made with [`over`](Self::over) (a gate states no
-    /// `max`).
+    /// holds it this long. Unless set: 5 minutes, whatever the gate (a
+    /// gate states no `max`).
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
         self.policy.limits.max_retry_after = cap;
         self

@@ -58,11 +58,11 @@
 //!
 //! Without `tracing` and `metrics` nothing of them is compiled in.
 //!
-//! [`KeyedBackoffLayer::over`] takes any gate of keyed-backoff's
-//! [`Gate`](keyed_backoff::Gate) contract instead of the manager: the
-//! outage wrapper, or a store shared by a fleet (keyed-backoff-redis's
-//! `RedisBackoff`), where one replica's `Retry-After` holds the key for
-//! every replica.
+//! [`KeyedBackoffLayer::new`] takes any gate of keyed-backoff's
+//! [`Gate`](keyed_backoff::Gate) contract, not only the manager: the
+//! outage wrapper (in an `Arc`), or a store shared by a fleet
+//! (keyed-backoff-redis's `RedisBackoff`), where one replica's
+//! `Retry-After` holds the key for every replica.
 //!
 //! The crate re-exports [`keyed_backoff`] and the items of it that its
 //! signatures name ([`Backoff`], [`InBackoff`], [`ConfigError`],

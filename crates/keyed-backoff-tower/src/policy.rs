@@ -9,7 +9,7 @@ use std::time::Duration;
 use keyed_backoff::InBackoff;
 use keyed_backoff::budget::RetryBudget;
 
-use crate::gate::{Answer, Gate};
+use crate::gate::{self, Answer, Gate};
 use crate::observe::{self, Attempt, Denied};
 use crate::replay::Replay;
 
@@ -95,7 +95,7 @@ pub(crate) type Wait = Option<Duration>;
 /// Everything a layer's services share: the keys' manager, how to key and
 /// classify, the budget and the limits.
 pub(crate) struct Policy<K, F, Cl, Rp> {
-    pub(crate) gate: Arc<dyn Gate<K>>,
+    pub(crate) gate: Gate<K>,
     pub(crate) key: Arc<F>,
     pub(crate) classify: Arc<Cl>,
     pub(crate) replay: Arc<Rp>,
@@ -142,14 +142,14 @@ pub(crate) enum Settled {
     Failed(Failed),
 }
 
-impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
+impl<K: fmt::Debug + Clone + Send + Sync + 'static, F, Cl, Rp> Policy<K, F, Cl, Rp> {
     /// A new request for `key`: the gate's wait, which [`admitted`](Self::admitted)
     /// then judges.
     pub(crate) fn admit(&self, key: &K) -> Answer<Option<Duration>> {
         if let Some(budget) = &self.budget {
             budget.on_request();
         }
-        self.gate.remaining(key)
+        gate::remaining(&self.gate, key)
     }
 
     /// A new request for `key` whose wait is `remaining`: it may go now,
@@ -188,12 +188,12 @@ impl<K: fmt::Debug, F, Cl, Rp> Policy<K, F, Cl, Rp> {
             budget.on_outcome(!failed);
         }
         if !failed {
-            return Settled::Done(result.is_ok().then(|| self.gate.succeeded(key)));
+            return Settled::Done(result.is_ok().then(|| gate::succeeded(&self.gate, key)));
         }
         let asked = self.classify.retry_after(result);
         let held = asked.map(|asked| asked.min(self.limits.max_retry_after));
         let may_retry = retries < self.limits.max_retries && replayable;
-        let answer = self.gate.failed(key, held, may_retry);
+        let answer = gate::failed(&self.gate, key, held, may_retry);
         if let (Some(asked), Some(held)) = (asked, held) {
             observe::held(key, asked, held);
         }

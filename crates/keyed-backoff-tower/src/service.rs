@@ -71,7 +71,7 @@ impl<S, Req, K, F, Cl, Rp> Service<Req> for KeyedBackoff<S, K, F, Cl, Rp>
 where
     S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
-    K: fmt::Debug,
+    K: fmt::Debug + Clone + Send + Sync + 'static,
     F: Fn(&Req) -> K,
     Cl: Classify<S::Response, S::Error>,
     Rp: Replay<Req>,

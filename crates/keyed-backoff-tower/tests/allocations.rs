@@ -1,7 +1,8 @@
-//! A layer over the in-process manager allocates nothing for a request
-//! that goes straight through: its gate answers at once, with no future
-//! boxed. (A layer over a store shared by a fleet boxes one future per
-//! question to the store.) Counted with a global allocator of the test's
+//! A layer over the in-process manager, or over the outage wrapper with
+//! its outage kept in process, allocates nothing for a request that goes
+//! straight through: its gate answers at once, with no future boxed. (A
+//! layer over a store shared by a fleet boxes one future per question to
+//! the store.) Counted with a global allocator of the test's
 //! own, over an upstream that allocates nothing either.
 //!
 //! The allocator's counts are the whole process's, so the suite has no
@@ -15,6 +16,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use keyed_backoff::Gate;
+use keyed_backoff_outage::{OutageAware, OutageSettings};
 use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service};
@@ -41,18 +44,24 @@ impl Service<u32> for Answer {
 }
 
 fn main() {
-    a_request_through_the_in_process_layer_allocates_nothing();
-    println!("a request through the in-process layer allocates nothing: ok");
+    let backoff = || {
+        Arc::new(Backoff::<u32>::new(Duration::from_millis(10), Duration::from_secs(1)).unwrap())
+    };
+    nothing_allocated_per_request(backoff());
+    println!("a request through a layer over the manager allocates nothing: ok");
+    let outage = OutageAware::new(backoff(), OutageSettings::new()).unwrap();
+    nothing_allocated_per_request(Arc::new(outage));
+    println!("a request through a layer over the in-process outage wrapper allocates nothing: ok");
 }
 
-fn a_request_through_the_in_process_layer_allocates_nothing() {
+/// 10,000 requests through a layer over `gate`, each going straight
+/// through: no allocation.
+fn nothing_allocated_per_request<G: Gate<u32> + Clone + 'static>(gate: G) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    let backoff =
-        Arc::new(Backoff::<u32>::new(Duration::from_millis(10), Duration::from_secs(1)).unwrap());
-    let mut service = KeyedBackoffLayer::new(backoff, |tenant: &u32| *tenant).layer(Answer);
+    let mut service = KeyedBackoffLayer::new(gate, |tenant: &u32| *tenant).layer(Answer);
     rt.block_on(async {
         // Warm up: the keys' first use may grow the manager's maps.
         for tenant in 0..8 {

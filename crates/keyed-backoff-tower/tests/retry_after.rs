@@ -53,7 +53,7 @@ fn upstream(
 /// Sends a request for `busy` (answered as `upstream` says), then another
 /// at once; when did the second reach the upstream, and when did a request
 /// for `calm`, sent 10 ms in?
-/// With `cap: None`, the layer's default cap: the manager's 10 s.
+/// With `cap: None`, the layer's default cap: 5 minutes.
 async fn hold(status: u16, value: &str, cap: Option<Duration>) -> (Vec<u128>, Vec<u128>) {
     let log = Log::new();
     let mut layer = KeyedBackoffLayer::new(manager(), host)
@@ -96,17 +96,17 @@ async fn the_cap_bounds_a_hold_and_a_short_hold_never_shortens_the_backoff() {
     let (busy, _) = hold(429, "120", Some(Duration::from_secs(5))).await;
     assert_eq!(busy, [0, 5000]);
     let (busy, _) = hold(429, "120", None).await;
-    assert_eq!(busy, [0, 10_000]);
+    assert_eq!(busy, [0, 120_000], "under the default cap, 5 minutes");
     let (busy, _) = hold(429, "0", Some(Duration::from_secs(60))).await;
     assert_eq!(busy, [0, 100], "the key's own 100 ms backoff still holds");
 }
 
 #[tokio::test(start_paused = true)]
-async fn over_a_gate_the_default_cap_is_5_minutes_not_the_managers_max() {
-    // A gate states no `max` of its own: `over` caps a hold at 5 minutes,
-    // here over the same manager whose 10 s `new` takes as its cap.
+async fn the_default_cap_is_5_minutes_whatever_the_gate() {
+    // A gate states no `max` of its own: a hold is capped at 5 minutes,
+    // here over a manager whose own backoff stops at 10 s.
     let log = Log::new();
-    let service = KeyedBackoffLayer::over(manager(), host)
+    let service = KeyedBackoffLayer::new(manager(), host)
         .retry_if(RetryHttp)
         .max_retries(0)
         .layer(upstream(&log, 429, "3600".to_owned()));

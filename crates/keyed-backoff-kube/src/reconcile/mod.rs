@@ -173,7 +173,9 @@ where
         };
         let error = match outcome {
             Ok(Ok(action)) => {
-                self.succeeded_async(key).await;
+                let (had, told) = self.gate().succeed(key);
+                told.get().await;
+                self.succeeded(key, had);
                 return Ok(action);
             }
             Ok(Err(e)) => ReconcileError::reconcile(e),
@@ -184,6 +186,7 @@ where
                 ReconcileError::panicked(message)
             }
         };
-        Err(error.with_requeue(self.failed_async(key).await))
+        let answer = self.gate().fail(key).get().await;
+        Err(error.with_requeue(self.failed(key, answer)))
     }
 }
