@@ -130,7 +130,10 @@ pub fn now<F: Future>(future: F) -> Option<F::Output> {
 /// [`Answer::Later`], a boxed future owning a clone of the gate and of the
 /// key.
 ///
-/// The methods are [`Gate`]'s, with its meanings:
+/// The methods are [`Gate`]'s, with its meanings. A gate that is `Clone`
+/// is both: with both traits in scope, name the one meant
+/// (`Gate::fail(&gate, &key)`); through `Arc<dyn DynGate<K>>` there is only
+/// one.
 ///
 /// ```
 /// use keyed_backoff::{Backoff, DynGate};

@@ -130,3 +130,84 @@ fn level_is_the_live_entry_and_resume_puts_a_forgotten_key_back() {
     now(gate.resume(&"new".to_string(), level));
     assert_eq!(gate.attempts("new"), 3);
 }
+
+/// Tells one client-go trace to a manager through its inherent calls and
+/// to another through the erased gate alone (`next` is the gate's failure
+/// at the clock's now: `try_next_now`, counted unless the key is in
+/// backoff), checking that every answer is the same; returns the number of
+/// answers compared.
+fn replay_through_the_erased_gate(path: &std::path::Path) -> usize {
+    use keyed_backoff::{Answer, DynGate};
+    use keyed_backoff_testkit::clientgo::{Trace, int, nanos};
+    use std::sync::Arc;
+
+    /// An in-process answer: always at once.
+    fn at_once<T>(answer: Answer<T>) -> T {
+        match answer {
+            Answer::Now(answer) => answer,
+            Answer::Later(_) => panic!("an in-process gate answered later"),
+        }
+    }
+    let trace = Trace::read(path);
+    let clock = MockClock::new();
+    let bare = trace.manager(&clock);
+    let inner = Arc::new(trace.manager(&clock));
+    let erased: Arc<dyn DynGate<String>> = Arc::new(Arc::clone(&inner));
+    assert!(erased.answers_at_once());
+    let start = clock.now();
+    let mut compared = 0;
+    for (n, line) in &trace.lines {
+        let op: serde_json::Value = serde_json::from_str(line).expect("op json");
+        let whence = format!("{}:{}: {line}", path.display(), n + 1);
+        let key = op["key"].as_str().unwrap_or("").to_string();
+        let at =
+            || keyed_backoff::clock::ClockInstant::offset_by_nanos(start, int(&op, "event_ns"));
+        match op["op"].as_str().expect("op name") {
+            "advance" => clock.advance(nanos(&op, "ns")),
+            "next" => {
+                let failed = at_once(erased.fail(&key)).map(|level| level.backoff);
+                assert_eq!(bare.try_next_now(&key), failed, "{whence}");
+            }
+            "reset" | "delete" => {
+                bare.reset(&key);
+                at_once(erased.succeed(&key));
+            }
+            "get" => assert_eq!(bare.get(&key), inner.get(&key), "{whence}"),
+            "in_since" => assert_eq!(
+                bare.is_in_backoff_since(&key, at()),
+                inner.is_in_backoff_since(&key, at()),
+                "{whence}"
+            ),
+            "in_since_update" => assert_eq!(
+                bare.is_in_backoff_since_update(&key, at()),
+                inner.is_in_backoff_since_update(&key, at()),
+                "{whence}"
+            ),
+            "gc" => assert_eq!(bare.gc(), inner.gc(), "{whence}"),
+            "len" => assert_eq!(bare.len(), inner.len(), "{whence}"),
+            other => panic!("{whence}: unknown op {other}"),
+        }
+        let wait = bare.remaining(&key, clock.now());
+        assert_eq!(at_once(erased.wait(&key)), wait, "{whence}");
+        assert_eq!(at_once(erased.claim(&key)), wait, "{whence}");
+        let (level, standing) = (at_once(erased.level(&key)), at_once(erased.standing(&key)));
+        let live = bare.entry(&key).filter(|view| !view.expired);
+        assert_eq!(
+            level.map(|l| (l.backoff, l.attempts)),
+            live.map(|view| (view.backoff, view.attempts)),
+            "{whence}"
+        );
+        assert_eq!(standing, (level, wait), "{whence}");
+        compared += 1;
+    }
+    compared
+}
+
+#[test]
+fn every_clientgo_trace_is_answered_alike_through_the_erased_gate() {
+    let compared: usize = keyed_backoff_testkit::clientgo::traces()
+        .iter()
+        .map(|path| replay_through_the_erased_gate(path))
+        .sum();
+    assert!(compared > 5_000, "only {compared} answers compared");
+}
