@@ -227,8 +227,8 @@ fn a_gate_that_breaks_its_promise_to_answer_at_once_gets_an_error_not_a_hang() {
 fn an_in_process_gate_answers_at_once_and_so_does_an_arc_of_it() {
     let clock = MockClock::new();
     let backoff = Arc::new(manager(SEC, 8 * SEC, &clock));
-    assert!(<Arc<Backoff<String, MockClock>> as Gate<String>>::ANSWERS_AT_ONCE);
-    assert!(!<Remote as Gate<String>>::ANSWERS_AT_ONCE);
+    const { assert!(<Arc<Backoff<String, MockClock>> as Gate<String>>::ANSWERS_AT_ONCE) };
+    const { assert!(!<Remote as Gate<String>>::ANSWERS_AT_ONCE) };
     let gate: Arc<dyn DynGate<String>> = Arc::new(Arc::clone(&backoff));
     let Answer::Now(Ok(level)) = gate.fail(&"k".to_string()) else {
         panic!("the manager answered later")
