@@ -11,13 +11,9 @@
 //! and `Backoff`'s futures are ready at once ([`std::future::Ready`]), its
 //! error type [`Infallible`](std::convert::Infallible).
 
-use std::convert::Infallible;
-use std::future::{Future, ready};
-use std::hash::{BuildHasher, Hash};
+use std::future::Future;
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::clock::{Clock, ClockInstant};
 use crate::entry::Advanced;
 use crate::error::InBackoff;
 
@@ -141,67 +137,6 @@ pub trait Gate<K>: Send + Sync {
         key: &K,
         level: Advanced,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
-}
-
-/// The in-process manager: every call ready at once, never failing.
-impl<K, C, S> Gate<K> for Backoff<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync,
-    C: Clock,
-    S: BuildHasher + Clone + Send + Sync,
-{
-    type Error = Infallible;
-    const ANSWERS_AT_ONCE: bool = true;
-
-    #[inline]
-    fn wait(&self, key: &K) -> impl Future<Output = Result<Option<Duration>, Infallible>> + Send {
-        ready(Ok(self.remaining(key, self.clock().now())))
-    }
-
-    #[inline]
-    fn fail(
-        &self,
-        key: &K,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Infallible>> + Send {
-        ready(Ok(self.try_next_level(key)))
-    }
-
-    #[inline]
-    fn succeed(&self, key: &K) -> impl Future<Output = Result<(), Infallible>> + Send {
-        self.reset(key);
-        ready(Ok(()))
-    }
-
-    fn hold(&self, key: &K, wait: Duration) -> impl Future<Output = Result<(), Infallible>> + Send {
-        self.hold_until(key, self.clock().now().saturating_add(wait));
-        ready(Ok(()))
-    }
-
-    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Infallible>> + Send {
-        ready(Ok(self.live_level(key)))
-    }
-
-    fn standing(
-        &self,
-        key: &K,
-    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), Infallible>> + Send
-    where
-        K: Sync,
-    {
-        ready(Ok((
-            self.live_level(key),
-            self.remaining(key, self.clock().now()),
-        )))
-    }
-
-    fn resume(
-        &self,
-        key: &K,
-        level: Advanced,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send {
-        self.resume_at(key, level);
-        ready(Ok(()))
-    }
 }
 
 /// A shared gate: the manager in an `Arc`, as a middleware and a

@@ -1,6 +1,6 @@
 //! The rules of the keyed manager, as pure functions over one entry and
 //! times: when an entry is stale, what `next` makes of it, whether it is in
-//! backoff and for how long, and what the gate decides.
+//! backoff and for how long, and what `try_next` decides.
 //!
 //! No map, no lock and no clock lives here: callers read the clock and hold
 //! whatever lock they need, then ask these rules. The in-process map decides
@@ -143,12 +143,12 @@ pub(crate) fn resumed(
     ))
 }
 
-/// The gate: refuse with the remaining wait if `old` is in backoff at
+/// `try_next`: refuse with the remaining wait if `old` is in backoff at
 /// `event` or the key is held past it (the longer wait), otherwise the
 /// entry after a failure at `event`, written at `now`. A floor never
 /// changes the entry: without one this is client-go's check and `Next`.
 #[inline]
-pub(crate) fn gate(
+pub(crate) fn try_next(
     growth: &Growth,
     stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
@@ -278,18 +278,21 @@ mod tests {
     }
 
     #[test]
-    fn gate_refuses_inside_the_window_and_advances_after() {
+    fn try_next_refuses_inside_the_window_and_advances_after() {
         let r = rule(10, 1_000);
         let x = e(0, 10, 1);
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(4), Tick(4), None),
+            try_next(&r, &W, Some(x), Tick(4), Tick(4), None),
             Err(Duration::from_nanos(6))
         );
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(10), Tick(10), None),
+            try_next(&r, &W, Some(x), Tick(10), Tick(10), None),
             Ok(e(10, 20, 2))
         );
-        assert_eq!(gate(&r, &W, None, Tick(3), Tick(3), None), Ok(e(3, 10, 1)));
+        assert_eq!(
+            try_next(&r, &W, None, Tick(3), Tick(3), None),
+            Ok(e(3, 10, 1))
+        );
     }
 
     #[test]
@@ -298,26 +301,26 @@ mod tests {
         let x = e(0, 10, 1);
         // Held past the backoff: the floor's wait.
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(30))),
+            try_next(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(30))),
             Err(Duration::from_nanos(26))
         );
         // Held less long than the backoff: the backoff's wait.
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(5))),
+            try_next(&r, &W, Some(x), Tick(4), Tick(4), Some(Tick(5))),
             Err(Duration::from_nanos(6))
         );
         // A key with no entry is held too; at the floor it runs, and the
         // entry is client-go's, as if there had been no floor.
         assert_eq!(
-            gate(&r, &W, None, Tick(3), Tick(3), Some(Tick(7))),
+            try_next(&r, &W, None, Tick(3), Tick(3), Some(Tick(7))),
             Err(Duration::from_nanos(4))
         );
         assert_eq!(
-            gate(&r, &W, None, Tick(7), Tick(7), Some(Tick(7))),
+            try_next(&r, &W, None, Tick(7), Tick(7), Some(Tick(7))),
             Ok(e(7, 10, 1))
         );
         assert_eq!(
-            gate(&r, &W, Some(x), Tick(30), Tick(30), Some(Tick(30))),
+            try_next(&r, &W, Some(x), Tick(30), Tick(30), Some(Tick(30))),
             Ok(e(30, 20, 2))
         );
         assert_eq!(held(None, Tick(0)), None);
