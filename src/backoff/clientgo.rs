@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::Backoff;
 use crate::clock::Clock;
 use crate::entry::Entry;
-use crate::rules::{self, Staleness};
+use crate::rules;
 
 impl<K, C, S> Backoff<K, C, S>
 where
@@ -102,9 +102,11 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let (event, now) = (self.tick(event_time), self.now_tick());
-        let own =
-            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
-        rules::in_backoff(self.expiry.judged(own), || self.holds.get(key), now)
+        rules::in_backoff(
+            self.own_wait(key, Some(event), now),
+            || self.holds.get(key),
+            now,
+        )
     }
 
     /// client-go's `IsInBackOffSinceUpdate`: whether `event_time` falls
@@ -134,8 +136,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let at = self.tick(event_time);
-        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, at);
-        rules::in_backoff(self.expiry.judged(own), || self.holds.get(key), at)
+        rules::in_backoff(self.own_wait(key, None, at), || self.holds.get(key), at)
     }
 
     /// client-go's `Reset` and `DeleteEntry` (the same operation there):

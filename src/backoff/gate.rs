@@ -138,8 +138,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let now = self.tick(now);
-        let own = |stale: &dyn Staleness| rules::remaining(stale, self.store.get(key)?, now);
-        let wait = self.expiry.judged(own);
+        let wait = self.own_wait(key, None, now);
         wait.max(rules::held(self.holds.get(key), now))
     }
 
@@ -182,9 +181,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let (event, now) = (self.tick(event_time), self.now_tick());
-        let own =
-            |stale: &dyn Staleness| rules::remaining_since(stale, self.store.get(key)?, event, now);
-        let wait = self.expiry.judged(own);
+        let wait = self.own_wait(key, Some(event), now);
         wait.max(rules::held(self.holds.get(key), now))
     }
 

@@ -282,6 +282,24 @@ where
             .map_err(|remaining| InBackoff { remaining })
     }
 
+    /// `key`'s own wait at `now` (its floor aside), counted from its last
+    /// update, or from `since` (client-go's `IsInBackOffSince`).
+    #[inline]
+    fn own_wait<Q>(&self, key: &Q, since: Option<Tick>, now: Tick) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let own = |stale: &dyn Staleness| {
+            let entry = self.store.get(key)?;
+            match since {
+                Some(event) => rules::remaining_since(stale, entry, event, now),
+                None => rules::remaining(stale, entry, now),
+            }
+        };
+        self.expiry.judged(own)
+    }
+
     /// One write through the store, counted for amortised GC.
     #[inline]
     fn write<Q, E, D>(&self, key: &Q, decide: D) -> Result<Entry, E>
