@@ -24,18 +24,19 @@ pub(crate) const MAX_ATTEMPTS: u32 = ATTEMPTS_MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Tick(pub(crate) i64);
 
-/// A key's level after a failure: its backoff and how many failures
-/// advanced it since it started.
+/// A key's level: its backoff and how many failures advanced it since it
+/// started. What a counted failure gives ([`Gate::fail`](crate::Gate::fail))
+/// and what [`Gate::level`](crate::Gate::level) reads.
 ///
 /// ```
-/// use keyed_backoff::Advanced;
+/// use keyed_backoff::Level;
 /// use std::time::Duration;
-/// let level = Advanced { backoff: Duration::from_secs(20), attempts: 2 };
+/// let level = Level { backoff: Duration::from_secs(20), attempts: 2 };
 /// assert_eq!(level.attempts, 2);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Advanced {
+pub struct Level {
     /// The key's backoff now.
     pub backoff: Duration,
     /// Failures counted since its ladder started (1 for a failure that
@@ -110,8 +111,8 @@ impl Entry {
 
     /// Its backoff and attempts, as the [`Gate`](crate::Gate) reports them.
     #[inline]
-    pub(crate) fn level(self) -> Advanced {
-        Advanced {
+    pub(crate) fn level(self) -> Level {
+        Level {
             backoff: self.backoff(),
             attempts: self.attempts(),
         }

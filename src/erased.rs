@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::entry::Advanced;
+use crate::entry::Level;
 use crate::error::InBackoff;
 use crate::gate::Gate;
 
@@ -157,17 +157,17 @@ pub trait DynGate<K>: Send + Sync {
     /// [`Gate::claim`].
     fn claim(&self, key: &K) -> Answer<Option<Duration>>;
     /// [`Gate::fail`].
-    fn fail(&self, key: &K) -> Answer<Result<Advanced, InBackoff>>;
+    fn fail(&self, key: &K) -> Answer<Result<Level, InBackoff>>;
     /// [`Gate::succeed`].
     fn succeed(&self, key: &K) -> Answer<()>;
     /// [`Gate::hold`].
     fn hold(&self, key: &K, wait: Duration) -> Answer<()>;
     /// [`Gate::level`].
-    fn level(&self, key: &K) -> Answer<Option<Advanced>>;
+    fn level(&self, key: &K) -> Answer<Option<Level>>;
     /// [`Gate::standing`].
-    fn standing(&self, key: &K) -> Answer<(Option<Advanced>, Option<Duration>)>;
+    fn standing(&self, key: &K) -> Answer<(Option<Level>, Option<Duration>)>;
     /// [`Gate::resume`].
-    fn resume(&self, key: &K, level: Advanced) -> Answer<()>;
+    fn resume(&self, key: &K, level: Level) -> Answer<()>;
 }
 
 /// One question of the contract, erased: answered in place by a gate that
@@ -204,7 +204,7 @@ where
         erase!(self, key, |g, k| Gate::claim(g, k))
     }
 
-    fn fail(&self, key: &K) -> Answer<Result<Advanced, InBackoff>> {
+    fn fail(&self, key: &K) -> Answer<Result<Level, InBackoff>> {
         erase!(self, key, |g, k| Gate::fail(g, k))
     }
 
@@ -216,15 +216,15 @@ where
         erase!(self, key, |g, k| Gate::hold(g, k, wait))
     }
 
-    fn level(&self, key: &K) -> Answer<Option<Advanced>> {
+    fn level(&self, key: &K) -> Answer<Option<Level>> {
         erase!(self, key, |g, k| Gate::level(g, k))
     }
 
-    fn standing(&self, key: &K) -> Answer<(Option<Advanced>, Option<Duration>)> {
+    fn standing(&self, key: &K) -> Answer<(Option<Level>, Option<Duration>)> {
         erase!(self, key, |g, k| Gate::standing(g, k))
     }
 
-    fn resume(&self, key: &K, level: Advanced) -> Answer<()> {
+    fn resume(&self, key: &K, level: Level) -> Answer<()> {
         erase!(self, key, |g, k| Gate::resume(g, k, level))
     }
 }

@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::entry::Advanced;
+use crate::entry::Level;
 use crate::error::InBackoff;
 
 /// What an integration asks of a keyed backoff: the contract between the
@@ -99,7 +99,7 @@ pub trait Gate<K>: Send + Sync {
     fn fail(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Self::Error>> + Send;
 
     /// A success of `key`: its backoff and floor are forgotten, so its
     /// next failure starts over.
@@ -113,7 +113,7 @@ pub trait Gate<K>: Send + Sync {
 
     /// `key`'s level, or `None` when it has no live entry (never failed,
     /// reset, or forgotten after its expiry window). Changes nothing.
-    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Self::Error>> + Send;
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Level>, Self::Error>> + Send;
 
     /// `key`'s [`level`](Gate::level) and its [`wait`](Gate::wait), read
     /// together: a store that answers both in one round trip overrides it
@@ -121,7 +121,7 @@ pub trait Gate<K>: Send + Sync {
     fn standing(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), Self::Error>> + Send
+    ) -> impl Future<Output = Result<(Option<Level>, Option<Duration>), Self::Error>> + Send
     where
         K: Sync,
     {
@@ -132,11 +132,8 @@ pub trait Gate<K>: Send + Sync {
     /// has a live entry: its next failure climbs from there. The one hook
     /// a wrapper needs to hold a key back for a long time (longer than
     /// the expiry window) without making it start its ladder over.
-    fn resume(
-        &self,
-        key: &K,
-        level: Advanced,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    fn resume(&self, key: &K, level: Level)
+    -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
 /// A shared gate: the manager in an `Arc`, as a middleware and a
@@ -159,7 +156,7 @@ impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
     fn fail(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, G::Error>> + Send {
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, G::Error>> + Send {
         (**self).fail(key)
     }
 
@@ -172,25 +169,21 @@ impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
         (**self).hold(key, wait)
     }
 
-    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, G::Error>> + Send {
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Level>, G::Error>> + Send {
         (**self).level(key)
     }
 
     fn standing(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), G::Error>> + Send
+    ) -> impl Future<Output = Result<(Option<Level>, Option<Duration>), G::Error>> + Send
     where
         K: Sync,
     {
         (**self).standing(key)
     }
 
-    fn resume(
-        &self,
-        key: &K,
-        level: Advanced,
-    ) -> impl Future<Output = Result<(), G::Error>> + Send {
+    fn resume(&self, key: &K, level: Level) -> impl Future<Output = Result<(), G::Error>> + Send {
         (**self).resume(key, level)
     }
 }

@@ -169,7 +169,7 @@ mod wait;
 
 pub use backoff::Backoff;
 pub use builder::BackoffBuilder;
-pub use entry::Advanced;
+pub use entry::Level;
 pub use erased::{Answer, DynGate};
 pub use error::{ConfigError, InBackoff, SpawnError};
 pub use gate::Gate;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::duration::positive_nanos;
 use crate::duration::saturating_nanos;
-use crate::entry::{Advanced, Entry, MAX_BACKOFF, Tick};
+use crate::entry::{Entry, Level, MAX_BACKOFF, Tick};
 use crate::growth::Growth;
 
 /// When an entry counts as stale: client-go's `HasExpiredFunc`, asked with
@@ -129,7 +129,7 @@ pub(crate) fn in_backoff(
 pub(crate) fn resumed(
     stale: &(impl Staleness + ?Sized),
     old: Option<Entry>,
-    level: Advanced,
+    level: Level,
     now: Tick,
 ) -> Option<Entry> {
     if old.is_some_and(|e| !expired(stale, e, now)) {

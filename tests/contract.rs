@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, MockClock};
-use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
+use keyed_backoff::{Backoff, Gate, InBackoff, Level};
 use keyed_backoff_testkit::{manager, ready};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -32,7 +32,7 @@ fn wait_claim_and_fail_are_remaining_and_the_gate() {
         assert_eq!(now(Gate::claim(&gate, &k)), wait, "step {step}");
         // The gate's answer, with the level it reached.
         let failed = now(Gate::fail(&gate, &k));
-        let level = |b: &Backoff<String, MockClock>| Advanced {
+        let level = |b: &Backoff<String, MockClock>| Level {
             backoff: b.get(&k),
             attempts: b.attempts(&k),
         };
@@ -95,7 +95,7 @@ fn level_is_the_live_entry_and_resume_puts_a_forgotten_key_back() {
         now(gate.fail(&k)).unwrap();
         clock.advance(gate.get(&k));
     }
-    let level = Advanced {
+    let level = Level {
         backoff: 4 * SEC,
         attempts: 3,
     };
@@ -103,7 +103,7 @@ fn level_is_the_live_entry_and_resume_puts_a_forgotten_key_back() {
     // A live key is not put back anywhere else.
     now(gate.resume(
         &k,
-        Advanced {
+        Level {
             backoff: SEC,
             attempts: 1,
         },
@@ -121,7 +121,7 @@ fn level_is_the_live_entry_and_resume_puts_a_forgotten_key_back() {
     assert_eq!(now(gate.wait(&k)), None);
     assert_eq!(
         now(gate.fail(&k)),
-        Ok(Advanced {
+        Ok(Level {
             backoff: 8 * SEC,
             attempts: 4
         })

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keyed_backoff::clock::MockClock;
-use keyed_backoff::{Advanced, Answer, Backoff, DynGate, Gate, InBackoff};
+use keyed_backoff::{Answer, Backoff, DynGate, Gate, InBackoff, Level};
 use keyed_backoff_testkit::{manager, ready};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -81,7 +81,7 @@ impl Gate<String> for Remote {
     fn fail(
         &self,
         key: &String,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Unreachable>> + Send {
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Unreachable>> + Send {
         self.answer(
             key,
             ready(Gate::fail(&*self.0, key)).unwrap_or_else(|e| match e {}),
@@ -102,7 +102,7 @@ impl Gate<String> for Remote {
     fn level(
         &self,
         key: &String,
-    ) -> impl Future<Output = Result<Option<Advanced>, Unreachable>> + Send {
+    ) -> impl Future<Output = Result<Option<Level>, Unreachable>> + Send {
         self.answer(
             key,
             ready(Gate::level(&*self.0, key)).unwrap_or_else(|e| match e {}),
@@ -111,7 +111,7 @@ impl Gate<String> for Remote {
     fn resume(
         &self,
         key: &String,
-        level: Advanced,
+        level: Level,
     ) -> impl Future<Output = Result<(), Unreachable>> + Send {
         let Ok(()) = ready(Gate::resume(&*self.0, key, level));
         self.answer(key, ())
@@ -135,7 +135,7 @@ impl Gate<String> for Liar {
     fn fail(
         &self,
         key: &String,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Unreachable>> + Send {
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Unreachable>> + Send {
         Gate::fail(&self.0, key)
     }
     fn succeed(&self, key: &String) -> impl Future<Output = Result<(), Unreachable>> + Send {
@@ -151,13 +151,13 @@ impl Gate<String> for Liar {
     fn level(
         &self,
         key: &String,
-    ) -> impl Future<Output = Result<Option<Advanced>, Unreachable>> + Send {
+    ) -> impl Future<Output = Result<Option<Level>, Unreachable>> + Send {
         Gate::level(&self.0, key)
     }
     fn resume(
         &self,
         key: &String,
-        level: Advanced,
+        level: Level,
     ) -> impl Future<Output = Result<(), Unreachable>> + Send {
         Gate::resume(&self.0, key, level)
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::Backoff;
 use crate::clock::{Clock, ClockInstant};
-use crate::entry::{Advanced, Entry};
+use crate::entry::{Entry, Level};
 use crate::error::InBackoff;
 use crate::gate::Gate;
 use crate::rules::{self, Staleness};
@@ -236,7 +236,7 @@ where
     }
 
     /// The key's level, if it has an entry that has not expired now.
-    fn live_level(&self, key: &K) -> Option<Advanced> {
+    fn live_level(&self, key: &K) -> Option<Level> {
         self.expiry.enter();
         let now = self.now_tick();
         let entry = self.store.get(key)?;
@@ -266,7 +266,7 @@ where
     fn fail(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<Result<Advanced, InBackoff>, Infallible>> + Send {
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Infallible>> + Send {
         ready(Ok(self.try_next_at(key, None).map(Entry::level)))
     }
 
@@ -281,14 +281,14 @@ where
         ready(Ok(()))
     }
 
-    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Advanced>, Infallible>> + Send {
+    fn level(&self, key: &K) -> impl Future<Output = Result<Option<Level>, Infallible>> + Send {
         ready(Ok(self.live_level(key)))
     }
 
     fn standing(
         &self,
         key: &K,
-    ) -> impl Future<Output = Result<(Option<Advanced>, Option<Duration>), Infallible>> + Send
+    ) -> impl Future<Output = Result<(Option<Level>, Option<Duration>), Infallible>> + Send
     where
         K: Sync,
     {
@@ -298,11 +298,7 @@ where
         )))
     }
 
-    fn resume(
-        &self,
-        key: &K,
-        level: Advanced,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send {
+    fn resume(&self, key: &K, level: Level) -> impl Future<Output = Result<(), Infallible>> + Send {
         let _ = self.write(key, |old, now, stale: &dyn Staleness| {
             rules::resumed(stale, old, level, now).ok_or(())
         });

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyed_backoff::clock::Clock;
-use keyed_backoff::{Advanced, GcGuard, InBackoff, SpawnError};
+use keyed_backoff::{GcGuard, InBackoff, Level, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
@@ -166,7 +166,7 @@ where
     }
 
     /// The requeue for the gate's answer to a failure of `key`, counted.
-    pub(crate) fn failed(&self, key: &ObjectKey<K>, answer: Result<Advanced, InBackoff>) -> Action {
+    pub(crate) fn failed(&self, key: &ObjectKey<K>, answer: Result<Level, InBackoff>) -> Action {
         match answer {
             Ok(level) => {
                 self.shared.tally.failures.add_one();
@@ -317,7 +317,7 @@ where
     /// assert_eq!((level.backoff, level.attempts), (Duration::from_secs(10), 1));
     /// # }
     /// ```
-    pub async fn level(&self, obj: &K) -> Option<Advanced> {
+    pub async fn level(&self, obj: &K) -> Option<Level> {
         self.shared.gate.level(&self.key(obj)).await
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use keyed_backoff::{Advanced, Answer, DynGate, InBackoff};
+use keyed_backoff::{Answer, DynGate, InBackoff, Level};
 use keyed_backoff_outage::OutageStatus;
 use kube::runtime::reflector::Lookup;
 
@@ -110,7 +110,7 @@ where
     }
 
     /// `key`'s level where its state is kept.
-    pub(crate) async fn level(&self, key: &ObjectKey<K>) -> Option<Advanced> {
+    pub(crate) async fn level(&self, key: &ObjectKey<K>) -> Option<Level> {
         let fallback = || local(self.manager.level(key));
         self.asked(key, "level", self.gate.level(key), fallback)
             .get()
@@ -122,8 +122,7 @@ where
     pub(crate) fn fail<'a>(
         &'a self,
         key: &'a ObjectKey<K>,
-    ) -> Asked<'a, K, Result<Advanced, InBackoff>, impl FnOnce() -> Result<Advanced, InBackoff>>
-    {
+    ) -> Asked<'a, K, Result<Level, InBackoff>, impl FnOnce() -> Result<Level, InBackoff>> {
         let fallback = || local(self.manager.fail(key));
         self.asked(key, "fail", self.gate.fail(key), fallback)
     }

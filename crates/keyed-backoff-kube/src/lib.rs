@@ -139,7 +139,7 @@ pub use keyed_backoff_outage::OutageSettings;
 pub use manager::ObjectManager;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{
-    Advanced, ConfigError, Gate, GcGuard, InBackoff, SpawnError, clock::TokioClock,
+    ConfigError, Gate, GcGuard, InBackoff, Level, SpawnError, clock::TokioClock,
 };
 pub use reconcile::ReconcileError;
 pub use stats::Stats;

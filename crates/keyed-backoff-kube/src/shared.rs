@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyed_backoff::{Advanced, DynGate, Gate, InBackoff};
+use keyed_backoff::{DynGate, Gate, InBackoff, Level};
 use keyed_backoff_outage::OutageStatus;
 use kube::runtime::reflector::Lookup;
 
@@ -82,7 +82,7 @@ where
         Gate::claim(&*self.0, &key.store_key()).await
     }
 
-    async fn fail(&self, key: &ObjectKey<K>) -> Result<Result<Advanced, InBackoff>, G::Error> {
+    async fn fail(&self, key: &ObjectKey<K>) -> Result<Result<Level, InBackoff>, G::Error> {
         Gate::fail(&*self.0, &key.store_key()).await
     }
 
@@ -94,18 +94,18 @@ where
         Gate::hold(&*self.0, &key.store_key(), wait).await
     }
 
-    async fn level(&self, key: &ObjectKey<K>) -> Result<Option<Advanced>, G::Error> {
+    async fn level(&self, key: &ObjectKey<K>) -> Result<Option<Level>, G::Error> {
         Gate::level(&*self.0, &key.store_key()).await
     }
 
     async fn standing(
         &self,
         key: &ObjectKey<K>,
-    ) -> Result<(Option<Advanced>, Option<Duration>), G::Error> {
+    ) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         Gate::standing(&*self.0, &key.store_key()).await
     }
 
-    async fn resume(&self, key: &ObjectKey<K>, level: Advanced) -> Result<(), G::Error> {
+    async fn resume(&self, key: &ObjectKey<K>, level: Level) -> Result<(), G::Error> {
         Gate::resume(&*self.0, &key.store_key(), level).await
     }
 }

@@ -18,7 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use keyed_backoff_kube::OutageSettings;
-use keyed_backoff_kube::keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff_kube::keyed_backoff::{Gate, InBackoff, Level};
 use keyed_backoff_kube::{ObjectBackoff, TokioClock};
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{RedisBackoff, RedisBackoffBuilder, StoreError};
@@ -55,7 +55,7 @@ impl Gate<String> for Blocking {
             .await
     }
 
-    async fn fail(&self, key: &String) -> Result<Result<Advanced, InBackoff>, StoreError> {
+    async fn fail(&self, key: &String) -> Result<Result<Level, InBackoff>, StoreError> {
         let key = key.clone();
         self.call(move |s| async move { s.fail(&key).await }.boxed())
             .await
@@ -73,13 +73,13 @@ impl Gate<String> for Blocking {
             .await
     }
 
-    async fn level(&self, key: &String) -> Result<Option<Advanced>, StoreError> {
+    async fn level(&self, key: &String) -> Result<Option<Level>, StoreError> {
         let key = key.clone();
         self.call(move |s| async move { s.level(&key).await }.boxed())
             .await
     }
 
-    async fn resume(&self, key: &String, level: Advanced) -> Result<(), StoreError> {
+    async fn resume(&self, key: &String, level: Level) -> Result<(), StoreError> {
         let key = key.clone();
         self.call(move |s| async move { s.resume(&key, level).await }.boxed())
             .await
@@ -112,8 +112,8 @@ fn backoff_over<G: Gate<String> + 'static>(store: G) -> ObjectBackoff<ConfigMap>
         .unwrap()
 }
 
-fn level(backoff_s: u64, attempts: u32) -> Option<Advanced> {
-    Some(Advanced {
+fn level(backoff_s: u64, attempts: u32) -> Option<Level> {
+    Some(Level {
         backoff: Duration::from_secs(backoff_s),
         attempts,
     })

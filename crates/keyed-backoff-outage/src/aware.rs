@@ -11,8 +11,8 @@ use crate::shared::Shared;
 use crate::state::{Asked, Ruling};
 use crate::status::OutageStatus;
 use crate::store::OutageStore;
-use keyed_backoff::Advanced;
 use keyed_backoff::Gate;
+use keyed_backoff::Level;
 use keyed_backoff::clock::{Clock, StdClock};
 use keyed_backoff::{ConfigError, InBackoff};
 
@@ -175,7 +175,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
 impl<G, S: OutageState> OutageAware<G, S> {
     /// During an outage, the key's own level, or its own wait (its backoff
     /// or its floor) when it has one: that answers first.
-    async fn own<K: Sync>(&self, key: &K) -> Result<Result<Option<Advanced>, Duration>, G::Error>
+    async fn own<K: Sync>(&self, key: &K) -> Result<Result<Option<Level>, Duration>, G::Error>
     where
         G: Gate<K>,
     {
@@ -218,7 +218,7 @@ where
         })
     }
 
-    async fn fail(&self, key: &K) -> Result<Result<Advanced, InBackoff>, G::Error> {
+    async fn fail(&self, key: &K) -> Result<Result<Level, InBackoff>, G::Error> {
         if self.state.active().await {
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
@@ -248,11 +248,11 @@ where
         self.inner.hold(key, wait).await
     }
 
-    async fn level(&self, key: &K) -> Result<Option<Advanced>, G::Error> {
+    async fn level(&self, key: &K) -> Result<Option<Level>, G::Error> {
         self.inner.level(key).await
     }
 
-    async fn standing(&self, key: &K) -> Result<(Option<Advanced>, Option<Duration>), G::Error> {
+    async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
         if own.is_some() || !self.state.active().await {
             return Ok((level, own));
@@ -260,7 +260,7 @@ where
         Ok((level, self.state.peek(key, level).await))
     }
 
-    async fn resume(&self, key: &K, level: Advanced) -> Result<(), G::Error> {
+    async fn resume(&self, key: &K, level: Level) -> Result<(), G::Error> {
         self.inner.resume(key, level).await
     }
 }

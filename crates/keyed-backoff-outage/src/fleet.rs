@@ -25,7 +25,7 @@ use crate::release::Release;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Event, Home, Phase, Ruling, State};
 use crate::store::{ParkedKey, SharedOutage, SharedPhase};
-use keyed_backoff::Advanced;
+use keyed_backoff::Level;
 
 /// The rules of one fleet's outage: its settings and the seed that hashes
 /// its keys (every replica must use the same, so that they name a parked
@@ -97,13 +97,13 @@ impl ReplicaDetector {
 /// key and the generation from the state.
 #[derive(Debug, Clone, Default)]
 struct Many {
-    entries: HashMap<u64, Parked<Option<Advanced>>>,
+    entries: HashMap<u64, Parked<Option<Level>>>,
     count: u64,
     generation: u64,
 }
 
-impl Home<Option<Advanced>> for Many {
-    fn park(&mut self, hash: u64, level: Option<Advanced>) -> &mut Parked<Option<Advanced>> {
+impl Home<Option<Level>> for Many {
+    fn park(&mut self, hash: u64, level: Option<Level>) -> &mut Parked<Option<Level>> {
         let count = &mut self.count;
         self.entries.entry(hash).or_insert_with(|| {
             *count = count.saturating_add(1);
@@ -111,11 +111,11 @@ impl Home<Option<Advanced>> for Many {
         })
     }
 
-    fn find(&mut self, hash: u64) -> Option<&mut Parked<Option<Advanced>>> {
+    fn find(&mut self, hash: u64) -> Option<&mut Parked<Option<Level>>> {
         self.entries.get_mut(&hash)
     }
 
-    fn get(&self, hash: u64) -> Option<&Parked<Option<Advanced>>> {
+    fn get(&self, hash: u64) -> Option<&Parked<Option<Level>>> {
         self.entries.get(&hash)
     }
 
@@ -150,7 +150,7 @@ pub(crate) struct Batch {
     /// The state as loaded.
     loaded: Option<SharedOutage>,
     /// The keys' entries as loaded (absent when of another generation).
-    before: HashMap<u64, Option<Parked<Option<Advanced>>>>,
+    before: HashMap<u64, Option<Parked<Option<Level>>>>,
     /// The generation as loaded.
     generation: u64,
     /// Whether a decision other than a peek was made.
@@ -278,8 +278,8 @@ impl Rules {
         hash: u64,
         at: Duration,
         call: Call,
-        level: Option<Advanced>,
-    ) -> (Ruling<Option<Advanced>>, Option<Event>) {
+        level: Option<Level>,
+    ) -> (Ruling<Option<Level>>, Option<Event>) {
         let settings = &self.settings;
         let (shared, home) = (&mut batch.shared, &mut batch.home);
         batch.asked |= call != Call::Peek;
@@ -386,7 +386,7 @@ fn encode(shared: &State, generation: u64, count: u64) -> SharedOutage {
     }
 }
 
-fn encode_entry(parked: &Parked<Option<Advanced>>, generation: u64) -> ParkedKey {
+fn encode_entry(parked: &Parked<Option<Level>>, generation: u64) -> ParkedKey {
     ParkedKey {
         generation,
         level: parked.level,
@@ -396,7 +396,7 @@ fn encode_entry(parked: &Parked<Option<Advanced>>, generation: u64) -> ParkedKey
     }
 }
 
-fn decode_entry(entry: &ParkedKey) -> Parked<Option<Advanced>> {
+fn decode_entry(entry: &ParkedKey) -> Parked<Option<Level>> {
     Parked {
         level: entry.level,
         counted_in: entry.counted_in,

@@ -30,7 +30,7 @@ struct Values {
 /// One decision and what it changed.
 #[derive(Debug)]
 struct Step {
-    ruling: Ruling<Option<Advanced>>,
+    ruling: Ruling<Option<Level>>,
     event: Option<Event>,
     view: View,
     written: Written,
@@ -45,7 +45,7 @@ impl Values {
         }
     }
 
-    fn step(&mut self, key: u32, at: Duration, call: Call, level: Option<Advanced>) -> Step {
+    fn step(&mut self, key: u32, at: Duration, call: Call, level: Option<Level>) -> Step {
         let rules = self.rules.clone();
         self.step_by(&rules, key, at, call, level)
     }
@@ -57,7 +57,7 @@ impl Values {
         key: u32,
         at: Duration,
         call: Call,
-        level: Option<Advanced>,
+        level: Option<Level>,
     ) -> Step {
         let hash = rules.hash(&key);
         let entry = self.entries.get(&hash);
@@ -88,8 +88,8 @@ fn declared(rules: &Rules) -> Counts {
     (0..3).find_map(|k| d.fresh(k, ms(0), k, 0)).unwrap()
 }
 
-fn level(key: u32) -> Option<Advanced> {
-    (!key.is_multiple_of(3)).then(|| Advanced {
+fn level(key: u32) -> Option<Level> {
+    (!key.is_multiple_of(3)).then(|| Level {
         backoff: ms(u64::from(key) * 10),
         attempts: key,
     })
@@ -98,7 +98,7 @@ fn level(key: u32) -> Option<Advanced> {
 #[test]
 fn the_fleet_s_state_decides_as_the_watch_does() {
     let seed = 11;
-    let watch: Watch<Option<Advanced>> = Watch::new(settings().validate().unwrap(), seed);
+    let watch: Watch<Option<Level>> = Watch::new(settings().validate().unwrap(), seed);
     let mut fleet = Values::new(seed);
     let mut detector = fleet.rules.detector();
     let (mut events, mut fleet_events) = (Vec::new(), Vec::new());

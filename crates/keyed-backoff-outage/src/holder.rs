@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
-use keyed_backoff::{Advanced, InBackoff};
+use keyed_backoff::{InBackoff, Level};
 
 use crate::observe;
 use crate::settings::OutageSettings;
@@ -48,7 +48,7 @@ pub(crate) mod sealed {
         fn peek<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
-            level: Option<Advanced>,
+            level: Option<Level>,
         ) -> impl Future<Output = Option<Duration>> + Send;
 
         /// What the key may do, asked by a caller about to run it or for a
@@ -57,8 +57,8 @@ pub(crate) mod sealed {
             &self,
             key: &Q,
             asked: Asked,
-            level: Option<Advanced>,
-        ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send;
+            level: Option<Level>,
+        ) -> impl Future<Output = Ruling<Option<Level>>> + Send;
 
         /// The outcome of a failure the key's own backoff was told: a
         /// failure it counted (fresh when it started the key's ladder) is
@@ -66,8 +66,8 @@ pub(crate) mod sealed {
         fn failed<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
-            outcome: Result<Advanced, InBackoff>,
-        ) -> impl Future<Output = Result<Advanced, InBackoff>> + Send;
+            outcome: Result<Level, InBackoff>,
+        ) -> impl Future<Output = Result<Level, InBackoff>> + Send;
 
         /// A success of the key.
         fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send;
@@ -80,7 +80,7 @@ pub(crate) mod sealed {
 /// An outage seen by this process alone: the default
 /// [`OutageState`], timed on the clock `C`.
 pub struct InProcess<C: Clock = StdClock> {
-    watch: Watch<Option<Advanced>>,
+    watch: Watch<Option<Level>>,
     clock: C,
     epoch: C::Instant,
 }
@@ -116,7 +116,7 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     fn peek<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
-        level: Option<Advanced>,
+        level: Option<Level>,
     ) -> impl Future<Output = Option<Duration>> + Send {
         done(self.watch.peek(key, self.now(), level))
     }
@@ -125,8 +125,8 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         &self,
         key: &Q,
         asked: Asked,
-        level: Option<Advanced>,
-    ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send {
+        level: Option<Level>,
+    ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         let at = self.now();
         let ruling = self.watch.rule(key, at, asked, level, observe::outage);
         done(ruling.waits_from(at))
@@ -136,8 +136,8 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     fn failed<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
-        outcome: Result<Advanced, InBackoff>,
-    ) -> impl Future<Output = Result<Advanced, InBackoff>> + Send {
+        outcome: Result<Level, InBackoff>,
+    ) -> impl Future<Output = Result<Level, InBackoff>> + Send {
         if let Ok(level) = outcome {
             let fresh = level.attempts == 1;
             self.watch

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use keyed_backoff::Advanced;
 use keyed_backoff::InBackoff;
+use keyed_backoff::Level;
 
 /// A key parked by an outage. `L` is the key's own level when it was first
 /// parked (its entry, if it had one), kept to be given back when it is let
@@ -50,11 +50,11 @@ pub fn parked_failure(
     own: Option<Duration>,
     wait: Duration,
     counted: bool,
-    level: Option<Advanced>,
-) -> Result<Advanced, InBackoff> {
+    level: Option<Level>,
+) -> Result<Level, InBackoff> {
     let remaining = own.unwrap_or_default().max(wait);
     match counted && own.is_none() {
-        true => Ok(Advanced {
+        true => Ok(Level {
             backoff: remaining,
             attempts: level.map_or(0, |l| l.attempts),
         }),

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use keyed_backoff::Advanced;
+use keyed_backoff::Level;
 
 /// Where replicas keep the outage they share: one value, the
 /// [`SharedOutage`], and one [`ParkedKey`] per parked key, each read and
@@ -240,7 +240,7 @@ pub struct ParkedKey {
     pub generation: u64,
     /// Its own level when the outage first parked it, given back when it
     /// is let go.
-    pub level: Option<Advanced>,
+    pub level: Option<Level>,
     /// The step of the ladder in which its failure was counted.
     pub counted_in: Option<u64>,
     /// The step in which it claimed a turn to probe.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use keyed_backoff::__private::saturating_nanos;
 use keyed_backoff::clock::ClockInstant;
-use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
+use keyed_backoff::{Backoff, Gate, InBackoff, Level};
 use parking_lot::Mutex;
 
 use crate::error::StoreError;
@@ -119,7 +119,7 @@ impl Fallback {
         let at = now.offset_by_nanos(event.age_nanos().saturating_neg());
         let b = &self.local;
         let flag = |x: bool| Reply::Number(u64::from(x));
-        let advanced = |level: Advanced| Reply::Advanced {
+        let advanced = |level: Level| Reply::Level {
             backoff_ns: saturating_nanos(level.backoff),
             attempts: level.attempts,
         };
@@ -130,7 +130,7 @@ impl Fallback {
         let reply = match (op, extra) {
             (Op::Next, _) => {
                 let backoff = b.next(key, at);
-                advanced(Advanced {
+                advanced(Level {
                     backoff,
                     attempts: b.attempts(key),
                 })
@@ -141,7 +141,7 @@ impl Fallback {
                 gated.map_or_else(refused, advanced)
             }
             (Op::Gate, _) => match b.try_next(key, at) {
-                Ok(backoff) => advanced(Advanced {
+                Ok(backoff) => advanced(Level {
                     backoff,
                     attempts: b.attempts(key),
                 }),
@@ -176,7 +176,7 @@ impl Fallback {
                     attempts,
                 },
             ) => {
-                let level = Advanced {
+                let level = Level {
                     backoff: Duration::from_nanos(backoff_ns),
                     attempts,
                 };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff::{Gate, InBackoff, Level};
 use redis::aio::ConnectionLike;
 
 use crate::error::StoreError;
@@ -72,9 +72,9 @@ where
         self.remaining(key, Event::now()).await
     }
 
-    async fn fail(&self, key: &String) -> Result<Result<Advanced, InBackoff>, StoreError> {
+    async fn fail(&self, key: &String) -> Result<Result<Level, InBackoff>, StoreError> {
         match self.request(plain(Op::Gate, key, Extra::None)).await? {
-            Reply::Advanced {
+            Reply::Level {
                 backoff_ns,
                 attempts,
             } => Ok(Ok(level(backoff_ns, attempts))),
@@ -95,9 +95,9 @@ where
             .map(drop)
     }
 
-    async fn level(&self, key: &String) -> Result<Option<Advanced>, StoreError> {
+    async fn level(&self, key: &String) -> Result<Option<Level>, StoreError> {
         match self.request(plain(Op::Level, key, Extra::None)).await? {
-            Reply::Advanced {
+            Reply::Level {
                 backoff_ns,
                 attempts,
             } => Ok(Some(level(backoff_ns, attempts))),
@@ -106,7 +106,7 @@ where
         }
     }
 
-    async fn resume(&self, key: &String, level: Advanced) -> Result<(), StoreError> {
+    async fn resume(&self, key: &String, level: Level) -> Result<(), StoreError> {
         self.request(plain(Op::Resume, key, Extra::resume(level)))
             .await
             .map(drop)
@@ -116,7 +116,7 @@ where
     async fn standing(
         &self,
         key: &String,
-    ) -> Result<(Option<Advanced>, Option<Duration>), StoreError> {
+    ) -> Result<(Option<Level>, Option<Duration>), StoreError> {
         match self.request(plain(Op::Standing, key, Extra::None)).await? {
             Reply::Standing {
                 level: live,
@@ -141,8 +141,8 @@ fn plain(op: Op, key: &str, extra: Extra) -> Request<'_> {
     }
 }
 
-fn level(backoff_ns: u64, attempts: u32) -> Advanced {
-    Advanced {
+fn level(backoff_ns: u64, attempts: u32) -> Level {
+    Level {
         backoff: Duration::from_nanos(backoff_ns),
         attempts,
     }

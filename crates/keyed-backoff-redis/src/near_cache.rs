@@ -74,7 +74,7 @@ impl NearCache {
         // The fallback's answers are this process's alone: not remembered.
         if !answer.local {
             match answer.reply {
-                Reply::Advanced { backoff_ns, .. } => self.remember(key, sent, backoff_ns),
+                Reply::Level { backoff_ns, .. } => self.remember(key, sent, backoff_ns),
                 Reply::Refused { remaining_ns } => self.remember(key, at, remaining_ns),
                 _ => {}
             }

@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use keyed_backoff::__private::{UnitDraws, saturating_nanos};
-use keyed_backoff::Advanced;
+use keyed_backoff::Level;
 use redis::{FromRedisValue, ParsingError, RedisWrite, Script, ToRedisArgs, Value};
 
 use crate::event::{Event, OpId};
@@ -174,7 +174,7 @@ impl Extra {
     }
 
     /// `resume` at `level` (its backoff cut to the largest).
-    pub(crate) fn resume(level: Advanced) -> Self {
+    pub(crate) fn resume(level: Level) -> Self {
         Extra::Resume {
             backoff_ns: saturating_nanos(level.backoff).min(MAX_NS),
             attempts: level.attempts,
@@ -246,7 +246,7 @@ impl Call<'_> {
     /// (`DEL` answered 1).
     pub(crate) fn wrote(&self, reply: &Reply) -> bool {
         match reply {
-            Reply::Advanced { .. } => matches!(self.op, Op::Next | Op::Gate),
+            Reply::Level { .. } => matches!(self.op, Op::Next | Op::Gate),
             Reply::Refused { .. } => self.id.is_some(),
             Reply::Number(n) => {
                 *n == 1 && matches!(self.op, Op::Reset | Op::GcKey | Op::Hold | Op::Resume)
@@ -308,7 +308,7 @@ impl ToRedisArgs for Call<'_> {
 pub(crate) enum Reply {
     /// `next` or `gate` advanced the entry, or `level` read a live one:
     /// `{1, backoff_ns, attempts}`.
-    Advanced { backoff_ns: u64, attempts: u32 },
+    Level { backoff_ns: u64, attempts: u32 },
     /// `gate` refused: `{0, remaining_ns}`.
     Refused { remaining_ns: u64 },
     /// Any other operation: an integer (a backoff, a count, a wait with 0
@@ -353,7 +353,7 @@ impl FromRedisValue for Reply {
                     (-1, []) => Ok(Reply::NotOurs {
                         detail: "an entry that is not ours".to_owned(),
                     }),
-                    (1, [backoff, attempts]) => Ok(Reply::Advanced {
+                    (1, [backoff, attempts]) => Ok(Reply::Level {
                         backoff_ns: non_negative(backoff)?,
                         attempts: attempts_of(attempts)?,
                     }),

@@ -69,7 +69,7 @@ fn hold_and_resume_append_their_arguments() {
     // Cut to what the script holds exactly: 2^52 - 1 ns.
     let long = call(Extra::hold(Duration::MAX));
     assert_eq!(args(&long)[11..], ["4503599627370495"]);
-    let resume = call(Extra::resume(Advanced {
+    let resume = call(Extra::resume(Level {
         backoff: Duration::from_millis(5),
         attempts: 3,
     }));
@@ -84,7 +84,7 @@ fn replies_are_read_by_shape() {
     assert_eq!(read(int(5)), Ok(Reply::Number(5)));
     assert_eq!(
         read(Value::Array(vec![int(1), int(2_000), int(2)])),
-        Ok(Reply::Advanced {
+        Ok(Reply::Level {
             backoff_ns: 2_000,
             attempts: 2
         })
@@ -149,7 +149,7 @@ fn only_writes_count_as_written() {
         extra: Extra::None,
     };
     let refused = Reply::Refused { remaining_ns: 1 };
-    assert!(call(Op::Next, None).wrote(&Reply::Advanced {
+    assert!(call(Op::Next, None).wrote(&Reply::Level {
         backoff_ns: 1,
         attempts: 1
     }));

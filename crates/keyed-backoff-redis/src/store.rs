@@ -124,7 +124,7 @@ where
         id: Option<OpId>,
     ) -> Result<Duration, StoreError> {
         match self.call(Op::Next, key, event, id).await? {
-            Reply::Advanced { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
+            Reply::Level { backoff_ns, .. } => Ok(Duration::from_nanos(backoff_ns)),
             _ => Err(StoreError::unexpected(key, "next was refused")),
         }
     }
@@ -185,7 +185,7 @@ where
         id: Option<OpId>,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
         match self.call(Op::Gate, key, event, id).await? {
-            Reply::Advanced { backoff_ns, .. } => Ok(Ok(Duration::from_nanos(backoff_ns))),
+            Reply::Level { backoff_ns, .. } => Ok(Ok(Duration::from_nanos(backoff_ns))),
             Reply::Refused { remaining_ns } => Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
             })),

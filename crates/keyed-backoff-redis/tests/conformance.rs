@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{connect, prefix, runtime, shared};
 use keyed_backoff::clock::{Clock, ClockInstant, MockClock};
-use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
+use keyed_backoff::{Backoff, Gate, InBackoff, Level};
 use keyed_backoff_redis::{Event, RedisBackoff};
 use keyed_backoff_testkit::clientgo::traces;
 use proptest::prelude::*;
@@ -162,7 +162,7 @@ proptest! {
                         ok(local.level(&key(k)).await)
                     ),
                     Op::Resume(k, ms, attempts) => {
-                        let level = Advanced { backoff: Duration::from_millis(ms), attempts };
+                        let level = Level { backoff: Duration::from_millis(ms), attempts };
                         store.resume(&key(k), level).await.unwrap();
                         ok(local.resume(&key(k), level).await);
                     }

@@ -334,7 +334,7 @@ fn claimed(answer: Result<Option<Duration>, StoreError>) -> String {
 
 /// A failure's answer (the backoff and attempts of its level, or the wait
 /// left), its error told by kind.
-fn failed(answer: Result<Result<keyed_backoff::Advanced, InBackoff>, StoreError>) -> String {
+fn failed(answer: Result<Result<keyed_backoff::Level, InBackoff>, StoreError>) -> String {
     let answer = answer
         .map(|o| o.map(|l| (l.backoff, l.attempts)).map_err(|b| b.remaining))
         .map_err(|e| kind(&e));
@@ -375,13 +375,13 @@ fn a_foreign_value_outside_an_outage_leaves_each_keys_own_backoff() {
         });
         let one_key = [
             claimed(Ok(None)),
-            failed(Ok(Ok(keyed_backoff::Advanced {
+            failed(Ok(Ok(keyed_backoff::Level {
                 backoff: s(1),
                 attempts: 1,
             }))),
             claimed(Ok(Some(s(1)))),
             claimed(Ok(None)),
-            failed(Ok(Ok(keyed_backoff::Advanced {
+            failed(Ok(Ok(keyed_backoff::Level {
                 backoff: s(2),
                 attempts: 2,
             }))),

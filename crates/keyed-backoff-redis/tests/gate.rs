@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{connect, prefix, runtime, shared};
 use keyed_backoff::clock::MockClock;
-use keyed_backoff::{Advanced, Backoff, Gate, InBackoff};
+use keyed_backoff::{Backoff, Gate, InBackoff, Level};
 use keyed_backoff_outage::{OutageAware, OutageSettings};
 use keyed_backoff_redis::{Event, OpId, RedisBackoff};
 use keyed_backoff_testkit::redis_server::free_port;
@@ -43,7 +43,7 @@ fn on_redis_time_each_call_answers_as_in_process() {
             .build(connect(&shared().url).await)
             .unwrap();
         let k = "k".to_string();
-        let level = |backoff: u64, attempts| Advanced {
+        let level = |backoff: u64, attempts| Level {
             backoff: Duration::from_secs(backoff),
             attempts,
         };
@@ -150,7 +150,7 @@ fn a_floor_set_by_one_client_holds_the_key_for_every_client() {
         // The ladder starts as if there had been no floor.
         assert_eq!(
             advanced,
-            Advanced {
+            Level {
                 backoff: Duration::from_millis(100),
                 attempts: 1
             }
@@ -172,7 +172,7 @@ fn the_fallback_answers_the_gate_while_redis_is_unreachable() {
             .await
             .unwrap();
         let k = "k".to_string();
-        let first = Advanced {
+        let first = Level {
             backoff: Duration::from_secs(10),
             attempts: 1,
         };

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
-use keyed_backoff::{Advanced, ConfigError, InBackoff};
+use keyed_backoff::{ConfigError, InBackoff, Level};
 use parking_lot::Mutex;
 
 use crate::fleet::{Batch, Call, ReplicaDetector, Rules, View};
@@ -82,7 +82,7 @@ pub struct Shared<T, C: Clock = StdClock> {
     epoch: C::Instant,
     seen: Mutex<Seen>,
     /// The questions asked while one is under way.
-    batches: Batches<Ask, Ruling<Option<Advanced>>>,
+    batches: Batches<Ask, Ruling<Option<Level>>>,
     /// Whether the store was found holding a value not ours (reported
     /// once, until one of ours is read again).
     foreign: AtomicBool,
@@ -111,7 +111,7 @@ struct Seen {
 struct Ask {
     hash: u64,
     call: Call,
-    level: Option<Advanced>,
+    level: Option<Level>,
     /// When the caller stops loading again after conflicts (own line).
     deadline: Duration,
 }
@@ -200,12 +200,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     /// and tells operators of a change of state. Asked while another is
     /// under way, it is decided in the next batch. A parked key's `until`
     /// is its wait from now.
-    async fn ask(
-        &self,
-        hash: u64,
-        call: Call,
-        level: Option<Advanced>,
-    ) -> Ruling<Option<Advanced>> {
+    async fn ask(&self, hash: u64, call: Call, level: Option<Level>) -> Ruling<Option<Level>> {
         let deadline = self.local_now().saturating_add(self.store.timeout());
         let asked = Ask {
             hash,
@@ -236,8 +231,8 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     /// their entries, and stores what changed in one compare-and-set
     /// (loaded and decided again on a conflict; a question whose deadline
     /// has passed meanwhile is decided alone).
-    async fn decide(&self, asks: &[Ask]) -> Vec<Ruling<Option<Advanced>>> {
-        let mut out: Vec<Option<Ruling<Option<Advanced>>>> = vec![None; asks.len()];
+    async fn decide(&self, asks: &[Ask]) -> Vec<Ruling<Option<Level>>> {
+        let mut out: Vec<Option<Ruling<Option<Level>>>> = vec![None; asks.len()];
         let mut open: Vec<usize> = (0..asks.len()).collect();
         while !open.is_empty() && !self.alone() {
             let hashes: Vec<u64> = open.iter().map(|&i| asks[i].hash).collect();
@@ -301,7 +296,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     }
 
     /// One question decided on this replica's copy.
-    fn alone_step(&self, a: &Ask) -> Ruling<Option<Advanced>> {
+    fn alone_step(&self, a: &Ask) -> Ruling<Option<Level>> {
         let now = self.local_now();
         let mut seen = self.seen.lock();
         let at = shift(now, seen.offset);
@@ -409,7 +404,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
     async fn peek<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
-        level: Option<Advanced>,
+        level: Option<Level>,
     ) -> Option<Duration> {
         match self.ask(self.rules.hash(key), Call::Peek, level).await {
             Ruling::Parked { until, .. } => Some(until),
@@ -421,16 +416,16 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         &self,
         key: &Q,
         asked: Asked,
-        level: Option<Advanced>,
-    ) -> impl Future<Output = Ruling<Option<Advanced>>> + Send {
+        level: Option<Level>,
+    ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         self.ask(self.rules.hash(key), Call::Rule(asked), level)
     }
 
     async fn failed<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
-        outcome: Result<Advanced, InBackoff>,
-    ) -> Result<Advanced, InBackoff> {
+        outcome: Result<Level, InBackoff>,
+    ) -> Result<Level, InBackoff> {
         let Ok(level) = outcome else {
             return outcome;
         };

@@ -96,7 +96,7 @@ fn during_an_outage_no_key_climbs_its_own_ladder() {
 /// under it, and a level put back reaches that backoff.
 #[test]
 fn a_level_read_or_put_back_through_the_wrapper_is_the_backoffs() {
-    use keyed_backoff::{Advanced, Gate};
+    use keyed_backoff::{Gate, Level};
     use keyed_backoff_testkit::ready;
     let clock = MockClock::new();
     let crate::sim::Manager::Aware(gate) = manager(&clock, KUBELET, Some(OutageSettings::new()))
@@ -104,7 +104,7 @@ fn a_level_read_or_put_back_through_the_wrapper_is_the_backoffs() {
         unreachable!("made with outage settings")
     };
     let key = "k".to_string();
-    let level = Advanced {
+    let level = Level {
         backoff: secs(40),
         attempts: 3,
     };

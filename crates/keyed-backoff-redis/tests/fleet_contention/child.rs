@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use keyed_backoff::{Advanced, Gate, InBackoff};
+use keyed_backoff::{Gate, InBackoff, Level};
 use keyed_backoff_outage::OutageSettings;
 use keyed_backoff_redis::redis;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
@@ -280,7 +280,7 @@ async fn reconcile(k: usize, key: String, gate: Arc<Fleet>, shared: Arc<Shared>)
                 let mut log = shared.log.lock().unwrap();
                 log.calls += 1;
                 match failed {
-                    Ok(Ok(Advanced { backoff: wait, .. }))
+                    Ok(Ok(Level { backoff: wait, .. }))
                     | Ok(Err(InBackoff { remaining: wait })) => {
                         earliest = sent + wait.as_nanos() as u64;
                         wait
