@@ -55,7 +55,7 @@ fn panels(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
     let strategies: Vec<(&str, Box<dyn Step>)> = vec![
         (
             "Exponential 5ms x2, cap 2s",
-            Box::new(Exponential::new(5 * ms, 2.0).cap(2000 * ms)),
+            Box::new(Exponential::new(5 * ms, 2.0).max(2000 * ms)),
         ),
         (
             "Linear 100ms +100ms",
@@ -96,7 +96,7 @@ fn panels(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
         ),
         (
             "Hadoop 100ms, cap 10s",
-            Box::new(Hadoop::new(100 * ms, 20).cap(Duration::from_secs(10))),
+            Box::new(Hadoop::new(100 * ms, 20).max(Duration::from_secs(10))),
         ),
         ("Google Cloud, max 32s", Box::new(GoogleCloud::new())),
         ("cenkalti defaults", Box::new(Cenkalti::new())),

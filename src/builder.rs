@@ -94,7 +94,7 @@ pub struct BackoffBuilder<K, C: Clock = StdClock, S = DefaultHashBuilder> {
 
 /// How the backoff grows, as the constructor chose it.
 enum GrowthSetting {
-    /// client-go's rule, whole.
+    /// client-go's settings, whole.
     ClientGo(Settings),
     /// Any strategy, with the builder's seed and window.
     Strategy {
@@ -152,7 +152,7 @@ impl<K> BackoffBuilder<K> {
         }
     }
 
-    /// client-go's rule from `settings`, checked by `build` with the rest.
+    /// client-go's settings from `settings`, checked by `build` with the rest.
     pub(crate) fn client_go(settings: Settings) -> Self {
         Self::with_growth(GrowthSetting::ClientGo(settings))
     }
@@ -195,7 +195,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
     }
 
     /// client-go's `maxJitterFactor`: each step adds `U[0,1) · jitter ·
-    /// previous backoff` before the cap. client-go's rule only: a strategy
+    /// previous backoff` before the cap. client-go's strategy only: a strategy
     /// carries its own jitter.
     pub fn jitter(mut self, jitter: f64) -> Self {
         match &mut self.growth {
@@ -204,7 +204,7 @@ impl<K, C: Clock, S> BackoffBuilder<K, C, S> {
                 self.misuse.get_or_insert_with(|| {
                     ConfigError::new(
                         "jitter",
-                        "client-go's rule only (a strategy carries its own jitter)",
+                        "client-go's strategy only (a strategy carries its own jitter)",
                         jitter,
                     )
                 });

@@ -30,11 +30,25 @@ use crate::error::InBackoff;
 /// |---|---|---|
 /// | [`wait`](Self::wait) | the wait left before the key may run (its backoff or its floor) | reads |
 /// | [`claim`](Self::claim) | the same question, by a caller about to run the key: a wrapper may count the run as the key's turn | may claim a turn |
-/// | [`fail`](Self::fail) | a failure: the gate, [`Backoff::try_next_now`](crate::Backoff::try_next_now) | advances at most once per backoff |
-/// | [`succeed`](Self::succeed) | a success: the key starts over, [`Backoff::reset`](crate::Backoff::reset) | removes |
-/// | [`hold`](Self::hold) | a floor: the key may not run for a while, [`Backoff::hold_until`](crate::Backoff::hold_until) | extends |
+/// | [`fail`](Self::fail) | a failure: the key's backoff advances, unless it is still waiting | advances at most once per backoff |
+/// | [`succeed`](Self::succeed) | a success: the key starts over | removes |
+/// | [`hold`](Self::hold) | a floor: the key may not run for a while | extends |
 /// | [`level`](Self::level) | the key's level: backoff and failures counted | reads |
+/// | [`standing`](Self::standing) | its level and its wait, read together | reads |
 /// | [`resume`](Self::resume) | puts a key whose entry was forgotten back at a level | writes if missing |
+///
+/// The same verbs in the manager's own calls and in client-go's
+/// `flowcontrol.Backoff`, for a reader who knows either:
+///
+/// | contract | [`Backoff`](crate::Backoff)'s own call | client-go |
+/// |---|---|---|
+/// | `wait`, `claim` | [`remaining(key, now)`](crate::Backoff::remaining) | `IsInBackOffSinceUpdate(id, now)`, as a wait rather than a yes or no |
+/// | `fail` | [`try_next_now(key)`](crate::Backoff::try_next_now) | `Next(id, now)`, refused while the key waits (client-go counts every call) |
+/// | `succeed` | [`reset(key)`](crate::Backoff::reset) | `Reset(id)` (and `DeleteEntry(id)`) |
+/// | `hold` | [`hold_until(key, now + wait)`](crate::Backoff::hold_until) | none |
+/// | `level` | [`entry(key)`](crate::Backoff::entry), unless expired | `Get(id)` reads the backoff alone, expired or not |
+/// | `standing` | `entry` and `remaining` | none |
+/// | `resume` | none: it exists for wrappers | none |
 ///
 /// ```
 /// use keyed_backoff::{Backoff, Gate, InBackoff};

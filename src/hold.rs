@@ -1,7 +1,7 @@
 //! Per-key floors: a key may not run before an instant (a server's
 //! `Retry-After`), whatever its backoff says. Kept apart from the entries,
 //! so a floor never changes how a backoff grows, and a manager that sets
-//! none pays one atomic load per gate call.
+//! none pays one atomic load per check.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};

@@ -104,7 +104,7 @@
 //!   exponential, AWS full / equal / decorrelated jitter, client-go's,
 //!   apimachinery's `wait.Backoff`, or a formula of your own), formulas that `strategy::Strategy` validates into `Duration`
 //!   iterators (with a seed and an attempt limit); any of them
-//!   can replace client-go's rule in the keyed manager
+//!   can replace client-go's strategy in the keyed manager
 //!   ([`Backoff::with_strategy`]).
 //! - [`retry`]: blocking and async retry loops with max attempts, max
 //!   elapsed time on any clock, permanent errors and `Retry-After`.
@@ -125,7 +125,7 @@
 //! backoff per key shared by a fleet, in Redis), `keyed-backoff-kube`
 //! (per-object backoff in kube-runtime controllers) and `fair-admission`
 //! (the server's half: API Priority and Fairness, 429 with Retry-After).
-//! [`Settings`] is client-go's rule as one validated value, shared by every
+//! [`Settings`] is client-go's settings as one validated value, shared by every
 //! builder of it in these crates.
 //!
 //! The minimum supported Rust version is 1.88; CI checks that no dependency

@@ -1,4 +1,4 @@
-//! client-go's rule as a value: `initial`, `max`, `jitter`, `seed` and the
+//! client-go's settings as a value: `initial`, `max`, `jitter`, `seed` and the
 //! expiry window, checked in one place.
 //!
 //! Every builder of the rule (the in-process
@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::entry::MAX_BACKOFF;
 use crate::error::{ConfigError, finite_at_least};
 
-/// client-go's rule: doubling from `initial` to `max`, optional jitter, a
+/// client-go's settings: doubling from `initial` to `max`, optional jitter, a
 /// jitter seed and an expiry window.
 ///
 /// Defaults: no jitter (`0.0`), a random seed, client-go's expiry window

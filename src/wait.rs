@@ -12,13 +12,13 @@ pub(crate) async fn until_ready(mut remaining: impl FnMut() -> Option<Duration>)
     }
 }
 
-/// Calls `gate` until it lets the caller through, sleeping out each
-/// refusal's remaining wait; returns what the gate returned.
+/// Calls `try_next` until it lets the caller through, sleeping out each
+/// refusal's remaining wait; returns what it returned.
 pub(crate) async fn until_ready_then(
-    mut gate: impl FnMut() -> Result<Duration, InBackoff>,
+    mut try_next: impl FnMut() -> Result<Duration, InBackoff>,
 ) -> Duration {
     loop {
-        match gate() {
+        match try_next() {
             Ok(backoff) => return backoff,
             Err(InBackoff { remaining }) => tokio::time::sleep(remaining).await,
         }

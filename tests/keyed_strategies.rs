@@ -1,4 +1,4 @@
-//! The keyed manager driven by a strategy instead of client-go's rule: its
+//! The keyed manager driven by a strategy instead of client-go's strategy: its
 //! sequences, seeds, attempt limits and expiry windows.
 
 use keyed_backoff::clock::{Clock, MockClock};
@@ -14,7 +14,7 @@ const SEC: Duration = Duration::from_secs(1);
 #[test]
 fn keyed_manager_with_a_strategy() {
     let clock = MockClock::new();
-    let exponential = Exponential::new(Duration::from_secs(1), 3.0).cap(Duration::from_secs(20));
+    let exponential = Exponential::new(Duration::from_secs(1), 3.0).max(Duration::from_secs(20));
     let b = Backoff::<String>::with_strategy(
         Strategy::new(exponential.clone()).unwrap().max_attempts(4),
     )

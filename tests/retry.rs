@@ -15,7 +15,7 @@ const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
 
 fn exponential() -> keyed_backoff::strategy::Strategy<Exponential> {
-    Strategy::new(Exponential::new(100 * MS, 2.0).cap(1000 * MS)).unwrap()
+    Strategy::new(Exponential::new(100 * MS, 2.0).max(1000 * MS)).unwrap()
 }
 
 /// A sleeper that advances `clock` and records each delay.

@@ -25,7 +25,7 @@ const SEED_7: [f64; 10] = [
 
 #[test]
 fn keyed_manager_seed_7_gives_the_pinned_jitter() {
-    // client-go's rule with jitter 1: first = initial + ⌊u·initial⌋, then
+    // client-go's strategy with jitter 1: first = initial + ⌊u·initial⌋, then
     // 2·prev + ⌊u·prev⌋ (capped far above these values).
     let clock = MockClock::new();
     let b = Backoff::<String>::builder(Duration::from_secs(1), Duration::from_secs(1_000_000))

@@ -51,14 +51,14 @@ fn deterministic_families() {
         .iter()
         .collect();
     assert_eq!(c, vec![MS; 3]);
-    let l: Vec<u128> = Strategy::new(Linear::new(MS, 2 * MS).cap(6 * MS))
+    let l: Vec<u128> = Strategy::new(Linear::new(MS, 2 * MS).max(6 * MS))
         .unwrap()
         .iter()
         .take(5)
         .map(|d| d.as_millis())
         .collect();
     assert_eq!(l, [1, 3, 5, 6, 6]);
-    let e: Vec<u128> = Strategy::new(Exponential::new(5 * MS, 2.0).cap(2000 * MS))
+    let e: Vec<u128> = Strategy::new(Exponential::new(5 * MS, 2.0).max(2000 * MS))
         .unwrap()
         .iter()
         .take(11)
@@ -116,7 +116,7 @@ fn apimachinery_step_sequence() {
         WaitBackoff::new(10 * MS)
             .multiplier(3.0)
             .steps(10)
-            .cap(100 * MS),
+            .max(100 * MS),
     )
     .unwrap();
     let ms: Vec<u128> = capped.iter().take(6).map(|d| d.as_millis()).collect();
@@ -158,8 +158,8 @@ mod strategies {
         let (a, b) = (MS * a as u32, MS * b as u32);
         vec![
             Box::new(Constant::new(a)),
-            Box::new(Linear::new(a, b).cap(b * 3)),
-            Box::new(Exponential::new(a, 1.0 + f).cap(b)),
+            Box::new(Linear::new(a, b).max(b * 3)),
+            Box::new(Exponential::new(a, 1.0 + f).max(b)),
             Box::new(FullJitter::new(a, b)),
             Box::new(EqualJitter::new(a, b)),
             Box::new(Decorrelated::new(a, b)),
@@ -170,7 +170,7 @@ mod strategies {
                     .multiplier(f * 2.0)
                     .jitter(j)
                     .steps(6)
-                    .cap(b),
+                    .max(b),
             ),
         ]
     }
@@ -206,7 +206,7 @@ fn a_wait_backoff_that_lands_exactly_on_its_cap_keeps_stepping() {
         WaitBackoff::new(4 * SEC)
             .multiplier(0.5)
             .steps(4)
-            .cap(2 * SEC),
+            .max(2 * SEC),
     )
     .unwrap();
     let ms: Vec<u128> = s.iter().take(6).map(|d| d.as_millis()).collect();

@@ -18,7 +18,7 @@ fn manager(clock: &MockClock) -> Arc<Backoff<String, MockClock>> {
     Arc::new(few_shards.build().expect("valid"))
 }
 
-/// Every value client-go's rule can produce for this config.
+/// Every value client-go's strategy can produce for this config.
 fn legal(d: Duration) -> bool {
     (0..=5).any(|k| d == INITIAL * (1 << k)) || d == MAX
 }

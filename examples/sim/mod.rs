@@ -43,12 +43,12 @@ pub fn strategy(label: &str) -> Option<Box<dyn Step>> {
     let (base, cap) = (UNIT.mul_f64(BASE), UNIT.mul_f64(CAP));
     Some(match label {
         "None" => return None,
-        "Exponential" => Box::new(Exponential::new(base, 2.0).cap(cap)),
+        "Exponential" => Box::new(Exponential::new(base, 2.0).max(cap)),
         "FullJitter" => Box::new(FullJitter::new(base, cap)),
         "EqualJitter" => Box::new(EqualJitter::new(base, cap)),
         "Decorr" => Box::new(Decorrelated::new(base, cap)),
         "DecorrBounded" => Box::new(Decorrelated::new(base, cap).bounded()),
-        // client-go's rule with jitter factor 1: doubling plus up to 100 %.
+        // client-go's strategy with jitter factor 1: doubling plus up to 100 %.
         "ClientGo" => Box::new(FactorJitter::new(base, cap).jitter(1.0)),
         other => panic!("unknown algorithm {other}"),
     })

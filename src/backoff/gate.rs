@@ -1,4 +1,4 @@
-//! The gate's calls and what they call: `try_next` (client-go's `Next`
+//! The [`Gate`] contract's calls and what they call: `try_next` (client-go's `Next`
 //! refused while the key is in backoff), `remaining`, floors
 //! (`hold_until`), and the manager's implementation of the [`Gate`]
 //! contract, every future ready at once, never failing.
@@ -22,7 +22,7 @@ where
     C: Clock,
     S: BuildHasher + Clone,
 {
-    /// The atomic gate: in one operation under the key's lock, refuse with
+    /// The atomic check and advance: in one operation under the key's lock, refuse with
     /// the remaining wait if the key is in backoff at `now`, otherwise
     /// advance it (as `next(key, now)`) and return the new backoff.
     ///
@@ -60,7 +60,7 @@ where
     }
 
     /// [`try_next`](Self::try_next) at the manager's own clock's now: the
-    /// gate for callers that have no event time, such as a controller's
+    /// call for callers that have no event time, such as a controller's
     /// error policy. With [`TokioClock`](crate::clock::TokioClock) it follows
     /// tokio's paused time in tests.
     ///

@@ -110,19 +110,19 @@ where
         &self.clock
     }
 
-    /// The rule that moves each entry: client-go's
+    /// The strategy that moves each entry: client-go's
     /// [`FactorJitter`](crate::strategy::FactorJitter) for a manager from
-    /// [`builder`](Self::builder), the strategy for one from
+    /// [`builder`](Self::builder), the one given to
     /// [`with_strategy`](Self::with_strategy).
     ///
     /// ```
     /// use keyed_backoff::Backoff;
     /// use std::time::Duration;
     /// let b = Backoff::<String>::new(Duration::from_secs(1), Duration::from_secs(2))?;
-    /// assert_eq!(b.rule().delay(0, None, &mut || 0.0), Some(Duration::from_secs(1)));
+    /// assert_eq!(b.strategy().delay(0, None, &mut || 0.0), Some(Duration::from_secs(1)));
     /// # Ok::<(), keyed_backoff::ConfigError>(())
     /// ```
-    pub fn rule(&self) -> &dyn Step {
+    pub fn strategy(&self) -> &dyn Step {
         self.growth.step()
     }
 

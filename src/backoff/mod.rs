@@ -3,7 +3,7 @@
 //! This file holds the type, how one is made, and the write path every
 //! operation goes through (the clock read once, the rules asked, the store
 //! written). The public methods are grouped by audience, one file each:
-//! client-go's operations (`clientgo.rs`), the gate's calls beside what
+//! client-go's operations (`clientgo.rs`), the `Gate` calls beside what
 //! they call (`gate.rs`), inspection (`inspection.rs`) and waits and
 //! background GC (`waits.rs`). Each is thin: it reads the clock, asks the
 //! rules (`rules.rs`) and writes through the store (`store.rs`). See
@@ -79,7 +79,7 @@ mod inspection;
 mod waits;
 
 impl<K: Hash + Eq + Clone> Backoff<K> {
-    /// A manager with client-go's rule, no jitter, the default expiry
+    /// A manager with client-go's strategy, no jitter, the default expiry
     /// (`2·max`) and the [`StdClock`].
     ///
     /// Fails if `initial` or `max` exceeds [`MAX_BACKOFF`](crate::Settings::MAX_BACKOFF). `initial > max`
@@ -113,7 +113,7 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
         BackoffBuilder::client_go(Settings::new(initial, max))
     }
 
-    /// A builder with client-go's rule as a [`Settings`] value holds it
+    /// A builder with client-go's settings as a [`Settings`] value holds it
     /// (`initial`, `max`, jitter, seed, expiry window): the way other
     /// builders that keep the same settings (the Redis store's fallback,
     /// the kube crate) make an in-process manager.
@@ -149,7 +149,7 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     /// use keyed_backoff::strategy::{Linear, Strategy};
     /// use std::time::Duration;
     /// let clock = MockClock::new();
-    /// let linear = Linear::new(Duration::from_secs(1), Duration::from_secs(2)).cap(Duration::from_secs(10));
+    /// let linear = Linear::new(Duration::from_secs(1), Duration::from_secs(2)).max(Duration::from_secs(10));
     /// let b = Backoff::<String>::with_strategy(Strategy::new(linear)?)
     ///     .clock(clock.clone())
     ///     .build()?;

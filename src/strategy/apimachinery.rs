@@ -67,10 +67,10 @@ impl WaitBackoff {
         self
     }
 
-    /// Cap on the grown duration; reaching it ends growth
-    /// (`Duration::ZERO`: no cap).
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
+    /// Largest grown duration (apimachinery's `Cap`); reaching it ends
+    /// growth (`Duration::ZERO`: none).
+    pub fn max(mut self, max: Duration) -> Self {
+        self.cap = max;
         self
     }
 

@@ -43,7 +43,7 @@ impl Step for Constant {
 /// ```
 /// use keyed_backoff::strategy::{Linear, Strategy};
 /// use std::time::Duration;
-/// let s = Strategy::new(Linear::new(Duration::from_secs(1), Duration::from_secs(1)).cap(Duration::from_secs(3)))?;
+/// let s = Strategy::new(Linear::new(Duration::from_secs(1), Duration::from_secs(1)).max(Duration::from_secs(3)))?;
 /// let secs: Vec<u64> = s.iter().take(5).map(|d| d.as_secs()).collect();
 /// assert_eq!(secs, [1, 2, 3, 3, 3]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -66,8 +66,8 @@ impl Linear {
     }
 
     /// Largest delay.
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
+    pub fn max(mut self, max: Duration) -> Self {
+        self.cap = max;
         self
     }
 }
@@ -92,7 +92,7 @@ impl Step for Linear {
 /// ```
 /// use keyed_backoff::strategy::{Exponential, Strategy};
 /// use std::time::Duration;
-/// let s = Strategy::new(Exponential::new(Duration::from_millis(5), 2.0).cap(Duration::from_millis(2000)))?;
+/// let s = Strategy::new(Exponential::new(Duration::from_millis(5), 2.0).max(Duration::from_millis(2000)))?;
 /// let ms: Vec<u128> = s.iter().take(4).map(|d| d.as_millis()).collect();
 /// assert_eq!(ms, [5, 10, 20, 40]);
 /// # Ok::<(), keyed_backoff::ConfigError>(())
@@ -115,8 +115,8 @@ impl Exponential {
     }
 
     /// Largest delay.
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
+    pub fn max(mut self, max: Duration) -> Self {
+        self.cap = max;
         self
     }
 }

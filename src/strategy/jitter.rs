@@ -189,11 +189,11 @@ pub struct FactorJitter {
 }
 
 impl FactorJitter {
-    /// client-go's curve from `initial` doubling to `cap`.
-    pub fn new(initial: Duration, cap: Duration) -> Self {
+    /// client-go's curve from `initial` doubling to `max`.
+    pub fn new(initial: Duration, max: Duration) -> Self {
         FactorJitter {
             initial_ns: saturating_nanos(initial),
-            cap_ns: saturating_nanos(cap),
+            cap_ns: saturating_nanos(max),
             jitter: 0.0,
         }
     }

@@ -32,7 +32,7 @@
 //! use keyed_backoff::strategy::{Exponential, Strategy};
 //! use std::time::Duration;
 //!
-//! let exponential = Exponential::new(Duration::from_millis(100), 2.0).cap(Duration::from_secs(1));
+//! let exponential = Exponential::new(Duration::from_millis(100), 2.0).max(Duration::from_secs(1));
 //! let s = Strategy::new(exponential)?.max_attempts(6);
 //! let ms: Vec<u128> = s.iter().map(|d| d.as_millis()).collect();
 //! assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);

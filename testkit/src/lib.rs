@@ -53,7 +53,7 @@ use std::time::Duration;
 use keyed_backoff::clock::MockClock;
 use keyed_backoff::{Backoff, BackoffBuilder};
 
-/// client-go's rule from `initial` to `max` on `clock`, every other setting
+/// client-go's strategy from `initial` to `max` on `clock`, every other setting
 /// at its default: the builder every suite starts from.
 ///
 /// ```

@@ -11,7 +11,7 @@ use keyed_backoff::{GcGuard, InBackoff, Level, SpawnError};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
-use crate::gate::ObjectGate;
+use crate::decisions::Decisions;
 use crate::key::ObjectKey;
 use crate::manager::ObjectManager;
 use crate::observe;
@@ -36,7 +36,7 @@ pub struct ObjectBackoff<K: Lookup> {
 
 struct Shared<K: Lookup> {
     /// The manager, wrapped in outage awareness when the builder asked.
-    gate: ObjectGate<K>,
+    decisions: Decisions<K>,
     /// The controller-wide bucket, if any: every counted failure takes a
     /// token from it.
     bucket: Option<Bucket>,
@@ -77,16 +77,16 @@ where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    /// A backoff over `gate`, as the builder checked it.
+    /// A backoff deciding through `decisions`, as the builder checked it.
     pub(crate) fn new(
-        gate: ObjectGate<K>,
+        decisions: Decisions<K>,
         bucket: Option<Bucket>,
         dyntype: K::DynamicType,
         skip_while_in_backoff: bool,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                gate,
+                decisions,
                 bucket,
                 dyntype,
                 skip_while_in_backoff,
@@ -104,21 +104,21 @@ where
         self.shared.skip_while_in_backoff
     }
 
-    /// The gate every run and outcome goes through.
-    pub(crate) fn gate(&self) -> &ObjectGate<K> {
-        &self.shared.gate
+    /// What every run asks and every outcome is told to.
+    pub(crate) fn decisions(&self) -> &Decisions<K> {
+        &self.shared.decisions
     }
 
     /// Whether the object backoff is wrapped in outage awareness.
     #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
     pub(crate) fn outage_aware(&self) -> bool {
-        self.shared.gate.outage().is_some()
+        self.shared.decisions.outage().is_some()
     }
 
     /// Whether the object backoff is kept in a shared store.
     #[cfg_attr(not(feature = "prometheus-client"), allow(dead_code))]
     pub(crate) fn shares_a_store(&self) -> bool {
-        self.shared.gate.is_shared()
+        self.shared.decisions.is_shared()
     }
 
     /// The totals, for the parts of the crate that count.
@@ -161,7 +161,7 @@ where
     /// ```
     pub fn on_error(&self, obj: &K) -> Action {
         let key = self.key(obj);
-        let answer = self.shared.gate.fail(&key).now();
+        let answer = self.shared.decisions.fail(&key).now();
         self.failed(&key, answer)
     }
 
@@ -210,7 +210,7 @@ where
     /// ```
     pub fn on_success(&self, obj: &K) {
         let key = self.key(obj);
-        let (had, told) = self.shared.gate.succeed(&key);
+        let (had, told) = self.shared.decisions.succeed(&key);
         told.now();
         self.succeeded(&key, had);
     }
@@ -245,7 +245,7 @@ where
     /// # }
     /// ```
     pub fn reset(&self, obj: &K) -> bool {
-        self.shared.gate.forget(&self.key(obj))
+        self.shared.decisions.forget(&self.key(obj))
     }
 
     /// The wait left before `obj`'s backoff window ends, or `None` when it
@@ -273,7 +273,7 @@ where
     }
 
     pub(crate) fn remaining_of(&self, key: &ObjectKey<K>) -> Option<Duration> {
-        self.shared.gate.wait(key)
+        self.shared.decisions.wait(key)
     }
 
     /// How many failures `obj` has had since its backoff was last reset
@@ -318,7 +318,7 @@ where
     /// # }
     /// ```
     pub async fn level(&self, obj: &K) -> Option<Level> {
-        self.shared.gate.level(&self.key(obj)).await
+        self.shared.decisions.level(&self.key(obj)).await
     }
 
     /// The totals so far: failures counted, early failures refused,
@@ -342,8 +342,10 @@ where
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        let gate = &self.shared.gate;
-        self.shared.tally.read(gate.outage(), gate.local_answers())
+        let decisions = &self.shared.decisions;
+        self.shared
+            .tally
+            .read(decisions.outage(), decisions.local_answers())
     }
 
     /// The underlying keyed manager (with a
@@ -359,7 +361,7 @@ where
     /// assert!(backoff.manager().is_empty());
     /// ```
     pub fn manager(&self) -> &ObjectManager<K> {
-        self.shared.gate.manager()
+        self.shared.decisions.manager()
     }
 
     /// Removes expired entries (including those of deleted or recreated
@@ -380,6 +382,6 @@ where
     /// # }
     /// ```
     pub fn spawn_gc_task(&self, interval: Duration) -> Result<GcGuard, SpawnError> {
-        self.shared.gate.manager().spawn_gc_task(interval)
+        self.shared.decisions.manager().spawn_gc_task(interval)
     }
 }

@@ -12,7 +12,7 @@ use keyed_backoff_outage::{OutageAware, OutageSettings, OutageStatus};
 use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
 
-use crate::gate::ObjectGate;
+use crate::decisions::Decisions;
 use crate::shared::SharedStore;
 
 use crate::backoff::ObjectBackoff;
@@ -33,7 +33,7 @@ where
 /// Builds an [`ObjectBackoff`]; from [`ObjectBackoff::builder`].
 ///
 /// Defaults: no jitter; an object's entry expires `2 * max` after its last
-/// failure (client-go's rule), so an object quiet that long starts over at
+/// failure (client-go's strategy), so an object quiet that long starts over at
 /// `initial`; no controller-wide rate limit; every run reaches the
 /// reconcile body; no outage detection. [`build`](Self::build) checks every
 /// value.
@@ -370,24 +370,24 @@ where
                 .clock(TokioClock)
                 .build()?,
         );
-        let gate = match (self.outage, self.shared) {
+        let decisions = match (self.outage, self.shared) {
             (Some(settings), _) => {
                 let outage = Arc::new(OutageAware::with_clock(
                     Arc::clone(&manager),
                     settings,
                     TokioClock,
                 )?);
-                ObjectGate::new(Arc::new(Arc::clone(&outage)), manager, None, Some(outage))
+                Decisions::new(Arc::new(Arc::clone(&outage)), manager, None, Some(outage))
             }
             (None, Some(store)) => {
                 let gate = Arc::clone(&store.gate);
-                ObjectGate::new(gate, manager, Some(store.gate), store.status)
+                Decisions::new(gate, manager, Some(store.gate), store.status)
             }
-            (None, None) => ObjectGate::manager_only(manager),
+            (None, None) => Decisions::manager_only(manager),
         };
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(
-            gate,
+            decisions,
             bucket.map(Bucket::new),
             self.dyntype,
             self.skip_while_in_backoff.unwrap_or(outage || shared),

@@ -110,9 +110,9 @@
 
 mod backoff;
 mod builder;
+mod decisions;
 #[cfg(feature = "fair")]
 mod fair;
-mod gate;
 mod key;
 mod manager;
 mod observe;

@@ -109,7 +109,7 @@ enum Mode {
 }
 
 /// Runs a controller over every namespace of `server` in `mode` for
-/// `horizon`; the gate, in fair mode.
+/// `horizon`; the fair queues, in fair mode.
 async fn run(
     server: ApiServer<ConfigMap>,
     backoff: &ObjectBackoff<ConfigMap>,
@@ -387,7 +387,7 @@ async fn a_hundred_busy_namespaces_share_the_seats_while_all_fail() {
 #[tokio::test(start_paused = true)]
 async fn the_controller_holds_no_reconcile_that_waits_for_a_seat() {
     // 5,000 objects of one namespace, 100 ms each, 8 seats: the objects
-    // wait in the gate, and the controller runs at most the reconciles
+    // wait in the fair queues, and the controller runs at most the reconciles
     // that have or are about to have a seat.
     let server = ApiServer::new(objects(&["a".into()], 5_000)).cluster_wide();
     let api = Api::<ConfigMap>::all(server.client());
@@ -438,8 +438,8 @@ async fn the_controller_holds_no_reconcile_that_waits_for_a_seat() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_controller_not_wired_to_the_gate_still_runs_every_object() {
-    // The same gate without `fair.controller(..)`: a waiting reconcile
+async fn a_controller_not_wired_to_the_fair_queues_still_runs_every_object() {
+    // The same fair queues without `fair.controller(..)`: a waiting reconcile
     // asks again every second, and runs when it finds its turn has come.
     let server = ApiServer::new(objects(&["a".into()], 40)).cluster_wide();
     let api = Api::<ConfigMap>::all(server.client());

@@ -211,7 +211,7 @@ where
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => match self.state.rule(key, Asked::Claim, level).await {
+            Ok(level) => match self.state.ruling(key, Asked::Claim, level).await {
                 Ruling::Parked { until: wait, .. } => Some(wait),
                 Ruling::Free | Ruling::Released { .. } => None,
             },
@@ -223,7 +223,7 @@ where
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
             let (level, own) = self.inner.standing(key).await?;
-            match self.state.rule(key, Asked::Failure, level).await {
+            match self.state.ruling(key, Asked::Failure, level).await {
                 Ruling::Parked {
                     until: wait,
                     counted,

@@ -129,7 +129,7 @@ fn the_fleet_s_state_decides_as_the_watch_does() {
                 counted: false
             })
         );
-        let claim = watch.rule(&key, at, Asked::Claim, level(key), |e| events.push(e));
+        let claim = watch.ruling(&key, at, Asked::Claim, level(key), |e| events.push(e));
         let step = fleet.step(key, at, Call::Rule(Asked::Claim), level(key));
         fleet_events.extend(step.event);
         assert_eq!(step.ruling, claim, "claim of {key} at {at:?}");
@@ -139,7 +139,7 @@ fn the_fleet_s_state_decides_as_the_watch_does() {
             continue;
         }
         if at < ms(20_000) {
-            let fail = watch.rule(&key, at, Asked::Failure, level(key), |e| events.push(e));
+            let fail = watch.ruling(&key, at, Asked::Failure, level(key), |e| events.push(e));
             let step = fleet.step(key, at, Call::Rule(Asked::Failure), level(key));
             fleet_events.extend(step.event);
             assert_eq!(step.ruling, fail, "failure of {key} at {at:?}");

@@ -53,7 +53,7 @@ pub(crate) mod sealed {
 
         /// What the key may do, asked by a caller about to run it or for a
         /// failure; a parked key's wait is from now.
-        fn rule<Q: Hash + Sync + ?Sized>(
+        fn ruling<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
             asked: Asked,
@@ -121,14 +121,14 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         done(self.watch.peek(key, self.now(), level))
     }
 
-    fn rule<Q: Hash + Sync + ?Sized>(
+    fn ruling<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
         asked: Asked,
         level: Option<Level>,
     ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         let at = self.now();
-        let ruling = self.watch.rule(key, at, asked, level, observe::outage);
+        let ruling = self.watch.ruling(key, at, asked, level, observe::outage);
         done(ruling.waits_from(at))
     }
 

@@ -311,7 +311,7 @@ impl<L: Copy> Watch<L> {
     /// its own level the first time); during the release it takes its
     /// time to go. For a failure, `Free` means the key's own backoff
     /// counts it and the wrapper then calls [`failed`](Self::failed).
-    pub(crate) fn rule<Q: Hash + ?Sized>(
+    pub(crate) fn ruling<Q: Hash + ?Sized>(
         &self,
         key: &Q,
         at: Duration,

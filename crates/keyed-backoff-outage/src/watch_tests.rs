@@ -36,7 +36,10 @@ fn until(v: Ruling<Option<u32>>) -> Duration {
 #[test]
 fn nothing_is_parked_until_an_outage_is_declared() {
     let w = watch();
-    assert_eq!(w.rule(&1, ms(0), Asked::Claim, None, |_| {}), Ruling::Free);
+    assert_eq!(
+        w.ruling(&1, ms(0), Asked::Claim, None, |_| {}),
+        Ruling::Free
+    );
     w.failed(&200, true, ms(0), |_| {});
     // The same key again is not a second key.
     w.failed(&200, true, ms(0), |_| {});
@@ -55,7 +58,7 @@ fn during_an_outage_few_keys_go_and_the_rest_wait_on_the_ladder() {
     // At the end of step 0 ([1 s, 2 s)) every key's slot has passed.
     let at = ms(1_999);
     let verdicts: Vec<_> = (0..100u32)
-        .map(|k| w.rule(&k, at, Asked::Claim, Some(k), |_| {}))
+        .map(|k| w.ruling(&k, at, Asked::Claim, Some(k), |_| {}))
         .collect();
     assert_eq!(verdicts.iter().filter(|v| **v == Ruling::Free).count(), 2);
     let waits: Vec<Duration> = verdicts
@@ -70,11 +73,11 @@ fn during_an_outage_few_keys_go_and_the_rest_wait_on_the_ladder() {
     assert_eq!(w.tally().parked, 100);
     // A failure on the key's turn counts; out of turn it does not.
     let probe = (0..100u32)
-        .find(|k| w.rule(k, at, Asked::Claim, None, |_| {}) == Ruling::Free)
+        .find(|k| w.ruling(k, at, Asked::Claim, None, |_| {}) == Ruling::Free)
         .unwrap();
-    let v = w.rule(&probe, at, Asked::Failure, None, |_| {});
+    let v = w.ruling(&probe, at, Asked::Failure, None, |_| {});
     assert!(matches!(v, Ruling::Parked { counted: true, until } if until >= ms(2_000)));
-    let v = w.rule(&probe, at, Asked::Failure, None, |_| {});
+    let v = w.ruling(&probe, at, Asked::Failure, None, |_| {});
     assert!(matches!(v, Ruling::Parked { counted: false, .. }));
 }
 
@@ -83,7 +86,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
     let w = watch();
     declare(&w);
     for k in 0..20u32 {
-        w.rule(&k, ms(1_500), Asked::Claim, Some(k * 10), |_| {});
+        w.ruling(&k, ms(1_500), Asked::Claim, Some(k * 10), |_| {});
     }
     let mut seen = Vec::new();
     w.succeeded(&999, ms(5_000), |e| seen.push(e));
@@ -100,7 +103,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
     let mut times = Vec::new();
     for k in 0..20u32 {
         // The level given now is not the one kept: the level from before.
-        match w.rule(&k, ms(5_000), Asked::Claim, Some(u32::MAX), |_| {}) {
+        match w.ruling(&k, ms(5_000), Asked::Claim, Some(u32::MAX), |_| {}) {
             Ruling::Released { level } => {
                 assert_eq!(level, Some(k * 10));
                 times.push(ms(5_000));
@@ -119,7 +122,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
     let gone = (0..20u32)
         .filter(|k| {
             matches!(
-                w.rule(k, last, Asked::Claim, None, |_| {}),
+                w.ruling(k, last, Asked::Claim, None, |_| {}),
                 Ruling::Released { .. }
             )
         })
@@ -127,7 +130,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
     assert_eq!(gone, 20);
     // A key that was never parked is free.
     assert_eq!(
-        w.rule(&500, ms(5_000), Asked::Claim, None, |_| {}),
+        w.ruling(&500, ms(5_000), Asked::Claim, None, |_| {}),
         Ruling::Free
     );
     // The release is over two steps and the queue (the keys and the
@@ -135,7 +138,7 @@ fn after_the_outage_keys_go_one_gap_apart_at_their_own_level() {
     let over = ms(5_000 + 8_000 + 21 * 100 + 1);
     let mut seen = Vec::new();
     assert_eq!(
-        w.rule(&1, over, Asked::Claim, None, |e| seen.push(e)),
+        w.ruling(&1, over, Asked::Claim, None, |e| seen.push(e)),
         Ruling::Free
     );
     assert_eq!(seen, [Event::Released { released: 20 }]);
@@ -155,16 +158,16 @@ fn a_new_outage_during_the_release_keeps_the_levels_of_keys_still_waiting() {
     let w = watch();
     declare(&w);
     for k in 0..3u32 {
-        w.rule(&k, ms(1_500), Asked::Claim, Some(k), |_| {});
+        w.ruling(&k, ms(1_500), Asked::Claim, Some(k), |_| {});
     }
     w.succeeded(&999, ms(5_000), |_| {});
     // Key 0 goes at 5 s, key 1 is told 5.1 s, key 2 has not asked.
     assert!(matches!(
-        w.rule(&0, ms(5_000), Asked::Claim, None, |_| {}),
+        w.ruling(&0, ms(5_000), Asked::Claim, None, |_| {}),
         Ruling::Released { .. }
     ));
     assert_eq!(
-        until(w.rule(&1, ms(5_000), Asked::Claim, None, |_| {})),
+        until(w.ruling(&1, ms(5_000), Asked::Claim, None, |_| {})),
         ms(5_100)
     );
     for k in 300..303u32 {
@@ -173,16 +176,16 @@ fn a_new_outage_during_the_release_keeps_the_levels_of_keys_still_waiting() {
     assert!(w.tally().in_outage);
     // Key 0 was let go: parked anew at its level now. Keys 1 and 2 were
     // still waiting: they keep their first level.
-    w.rule(&0, ms(5_060), Asked::Claim, Some(100), |_| {});
-    w.rule(&1, ms(5_060), Asked::Claim, Some(101), |_| {});
-    w.rule(&2, ms(5_060), Asked::Claim, Some(102), |_| {});
+    w.ruling(&0, ms(5_060), Asked::Claim, Some(100), |_| {});
+    w.ruling(&1, ms(5_060), Asked::Claim, Some(101), |_| {});
+    w.ruling(&2, ms(5_060), Asked::Claim, Some(102), |_| {});
     w.succeeded(&999, ms(9_000), |_| {});
     for k in 0..3u32 {
-        w.rule(&k, ms(9_000), Asked::Claim, None, |_| {});
+        w.ruling(&k, ms(9_000), Asked::Claim, None, |_| {});
     }
     let levels: Vec<_> = (0..3u32)
         .map(
-            |k| match w.rule(&k, ms(9_200), Asked::Claim, None, |_| {}) {
+            |k| match w.ruling(&k, ms(9_200), Asked::Claim, None, |_| {}) {
                 Ruling::Released { level } => level,
                 v => panic!("{v:?}"),
             },
@@ -200,12 +203,12 @@ fn a_success_lets_its_key_go_and_failures_break_a_run_of_successes() {
     for k in 0..3u32 {
         w.failed(&k, true, ms(0), |_| {});
     }
-    w.rule(&1, ms(10), Asked::Claim, (), |_| {});
+    w.ruling(&1, ms(10), Asked::Claim, (), |_| {});
     assert_eq!(w.tally().parked, 1);
     w.succeeded(&1, ms(20), |_| {});
     assert_eq!(w.tally().parked, 0);
     // A failure between two successes: the outage goes on.
-    w.rule(&2, ms(30), Asked::Failure, (), |_| {});
+    w.ruling(&2, ms(30), Asked::Failure, (), |_| {});
     w.succeeded(&3, ms(40), |_| {});
     assert!(w.tally().in_outage);
     w.succeeded(&4, ms(50), |_| {});
@@ -221,7 +224,7 @@ fn rulings(
 ) -> (Vec<Ruling<Option<u32>>>, Vec<Event>) {
     let mut seen = Vec::new();
     let rulings = keys
-        .map(|k| w.rule(&k, at, asked, Some(k), |e| seen.push(e)))
+        .map(|k| w.ruling(&k, at, asked, Some(k), |e| seen.push(e)))
         .collect();
     (rulings, seen)
 }

@@ -352,7 +352,7 @@ fn millisecond_to_hour(field: &'static str, d: Duration) -> Result<Duration, Con
 }
 
 impl RedisBackoff<()> {
-    /// A builder starting from `initial` and `max` (client-go's rule).
+    /// A builder starting from `initial` and `max` (client-go's strategy).
     pub fn builder(initial: Duration, max: Duration) -> RedisBackoffBuilder {
         RedisBackoff::from_settings(Settings::new(initial, max))
     }

@@ -24,7 +24,7 @@
 -- {-1, what is wrong} and leaves it exactly as it was.
 --
 -- KEYS[1]  the entry's key
--- ARGV[1]  op: next | gate | get | attempts | since | since_update | remaining | reset | gc_key
+-- ARGV[1]  op: next | try_next | get | attempts | since | since_update | remaining | reset | gc_key
 --          | hold | level | resume | standing
 -- ARGV[2]  now in nanoseconds by the caller's clock, or "" to read Redis
 --          TIME (then the time unit is a microsecond, else a nanosecond)
@@ -36,14 +36,14 @@
 -- ARGV[10] hold: the floor's wait, ns; resume: the level's backoff, ns
 -- ARGV[11] resume: the level's attempts
 --
--- Replies: next/gate {1, backoff_ns, attempts} or, refused, {0, remaining_ns};
+-- Replies: next/try_next {1, backoff_ns, attempts} or, refused, {0, remaining_ns};
 -- get/attempts/remaining an integer (0: none); since/since_update/reset/gc_key
 -- 0 or 1; hold 1; resume 1 if it wrote the entry, else 0; level
 -- {1, backoff_ns, attempts} for a live entry, else 0; standing (level and
 -- remaining in one call) {2, 1 if live else 0, backoff_ns, attempts,
 -- remaining} (0 for none); anything not ours {-1, detail}.
 --
--- The floor is honoured by every check before a run (gate, remaining,
+-- The floor is honoured by every check before a run (try_next, remaining,
 -- since, since_update: the longer of the two waits); next, get, attempts
 -- and level see the ladder alone; reset removes both.
 --
@@ -266,11 +266,11 @@ if op == 'since' then
   if (live and age_ns < b) or (floor ~= nil and held(now) ~= nil) then return 1 end
   return 0
 end
-if op ~= 'gate' and op ~= 'next' then
+if op ~= 'try_next' and op ~= 'next' then
   return redis.error_reply('keyed-backoff: unknown op ' .. op)
 end
 
--- next and gate. A retried operation id gets the answer it got first.
+-- next and try_next. A retried operation id gets the answer it got first.
 if op_id ~= '' then
   for _, r in ipairs(recent) do
     if r.id == op_id then
@@ -300,7 +300,7 @@ if op_id ~= '' or #recent > 0 then
   end
 end
 
-if op == 'gate' and left ~= nil then
+if op == 'try_next' and left ~= nil then
   left = math.ceil(left)
   if op_id ~= '' then
     -- Remembered without touching the backoff or the time to live.

@@ -136,11 +136,11 @@ impl Fallback {
                 })
             }
             // On now: the gate and the new level in one step.
-            (Op::Gate, _) if event.age_nanos() == 0 => {
+            (Op::TryNext, _) if event.age_nanos() == 0 => {
                 let Ok(gated) = b.fail(&owned()).await;
                 gated.map_or_else(refused, advanced)
             }
-            (Op::Gate, _) => match b.try_next(key, at) {
+            (Op::TryNext, _) => match b.try_next(key, at) {
                 Ok(backoff) => advanced(Level {
                     backoff,
                     attempts: b.attempts(key),

@@ -73,7 +73,7 @@ where
     }
 
     async fn fail(&self, key: &String) -> Result<Result<Level, InBackoff>, StoreError> {
-        match self.request(plain(Op::Gate, key, Extra::None)).await? {
+        match self.request(plain(Op::TryNext, key, Extra::None)).await? {
             Reply::Level {
                 backoff_ns,
                 attempts,
@@ -81,7 +81,7 @@ where
             Reply::Refused { remaining_ns } => Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
             })),
-            _ => Err(StoreError::unexpected(key, "a number from the gate")),
+            _ => Err(StoreError::unexpected(key, "a number from try_next")),
         }
     }
 

@@ -21,7 +21,7 @@
 //!   `.seed(n)` keeps runs reproducible.
 //! - **Redis drops stale entries by itself**: every write sets the key to
 //!   expire after `expire_after` plus `max`. There is no `gc()` to call
-//!   ([`gc_key`](RedisBackoff::gc_key) applies client-go's rule to one key
+//!   ([`gc_key`](RedisBackoff::gc_key) applies client-go's strategy to one key
 //!   now, for callers on a clock of their own).
 //! - **Failures are errors** ([`StoreError`]): unavailable (the operation
 //!   did not run), timed out (the outcome is unknown), or corrupt (our key

@@ -53,7 +53,7 @@ impl NearCache {
             op, key, event, id, ..
         } = request;
         match op {
-            Op::Next | Op::Gate => {}
+            Op::Next | Op::TryNext => {}
             Op::Reset => {
                 self.forget(key);
                 return inner.await.map(|a| a.reply);
@@ -64,7 +64,7 @@ impl NearCache {
         let at = sent.saturating_sub(event.age_nanos());
         // A refusal whose end is known is answered here. Not for an
         // operation id: its retry must get its first answer from Redis.
-        if op == Op::Gate
+        if op == Op::TryNext
             && id.is_none()
             && let Some(remaining_ns) = self.refusal(key, at)
         {

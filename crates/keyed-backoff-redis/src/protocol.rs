@@ -25,7 +25,7 @@ pub(crate) static SCRIPT: LazyLock<Script> =
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Next,
-    Gate,
+    TryNext,
     Get,
     Attempts,
     Remaining,
@@ -48,7 +48,7 @@ impl Op {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Next => "next",
-            Op::Gate => "gate",
+            Op::TryNext => "try_next",
             Op::Get => "get",
             Op::Attempts => "attempts",
             Op::Remaining => "remaining",
@@ -65,7 +65,7 @@ impl Op {
 
     /// Whether the operation may advance an entry (and so needs a draw).
     pub(crate) fn advances(self) -> bool {
-        matches!(self, Op::Next | Op::Gate)
+        matches!(self, Op::Next | Op::TryNext)
     }
 
     /// Whether the operation may write the entry (and so may wait for
@@ -74,7 +74,7 @@ impl Op {
     pub(crate) fn may_write(self) -> bool {
         matches!(
             self,
-            Op::Next | Op::Gate | Op::Reset | Op::GcKey | Op::Hold | Op::Resume
+            Op::Next | Op::TryNext | Op::Reset | Op::GcKey | Op::Hold | Op::Resume
         )
     }
 }
@@ -133,7 +133,7 @@ pub(crate) enum Draw {
 
 impl Draw {
     /// The draw for `op` under `rule`, taken from `draws` only when the
-    /// script may use it. The draw times the jitter, as client-go's rule
+    /// script may use it. The draw times the jitter, as client-go's strategy
     /// multiplies them (`u * jitter * backoff`, left to right): the script
     /// then needs one number for the jitter.
     pub(crate) fn for_op(op: Op, rule: &Rule, draws: &UnitDraws) -> Draw {
@@ -246,7 +246,7 @@ impl Call<'_> {
     /// (`DEL` answered 1).
     pub(crate) fn wrote(&self, reply: &Reply) -> bool {
         match reply {
-            Reply::Level { .. } => matches!(self.op, Op::Next | Op::Gate),
+            Reply::Level { .. } => matches!(self.op, Op::Next | Op::TryNext),
             Reply::Refused { .. } => self.id.is_some(),
             Reply::Number(n) => {
                 *n == 1 && matches!(self.op, Op::Reset | Op::GcKey | Op::Hold | Op::Resume)
@@ -306,10 +306,10 @@ impl ToRedisArgs for Call<'_> {
 /// What the script answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// `next` or `gate` advanced the entry, or `level` read a live one:
+    /// `next` or `try_next` advanced the entry, or `level` read a live one:
     /// `{1, backoff_ns, attempts}`.
     Level { backoff_ns: u64, attempts: u32 },
-    /// `gate` refused: `{0, remaining_ns}`.
+    /// `try_next` refused: `{0, remaining_ns}`.
     Refused { remaining_ns: u64 },
     /// Any other operation: an integer (a backoff, a count, a wait with 0
     /// for none, or a flag 0 or 1).

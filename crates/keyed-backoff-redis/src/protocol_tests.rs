@@ -22,7 +22,7 @@ fn args(call: &Call<'_>) -> Vec<String> {
 fn a_call_writes_the_scripts_arguments_in_the_headers_order() {
     let call = Call {
         redis_key: "p:k".into(),
-        op: Op::Gate,
+        op: Op::TryNext,
         now: ScriptNow::Nanos(42),
         age_ns: -7,
         rule: &RULE,
@@ -33,7 +33,7 @@ fn a_call_writes_the_scripts_arguments_in_the_headers_order() {
     assert_eq!(
         args(&call),
         [
-            "1", "p:k", "gate", "42", "-7", "1000", "8000", "0.25", "16000", "24", "9"
+            "1", "p:k", "try_next", "42", "-7", "1000", "8000", "0.25", "16000", "24", "9"
         ]
     );
     assert_eq!(call.num_of_args(), args(&call).len());
@@ -46,7 +46,7 @@ fn a_call_writes_the_scripts_arguments_in_the_headers_order() {
     assert_eq!(
         args(&sentinels),
         [
-            "1", "p:k", "gate", "", "-7", "1000", "8000", "0", "16000", "24", ""
+            "1", "p:k", "try_next", "", "-7", "1000", "8000", "0", "16000", "24", ""
         ]
     );
 }
@@ -153,12 +153,12 @@ fn only_writes_count_as_written() {
         backoff_ns: 1,
         attempts: 1
     }));
-    assert!(!call(Op::Gate, None).wrote(&refused));
-    assert!(call(Op::Gate, Some(OpId(1))).wrote(&refused));
+    assert!(!call(Op::TryNext, None).wrote(&refused));
+    assert!(call(Op::TryNext, Some(OpId(1))).wrote(&refused));
     assert!(call(Op::Reset, None).wrote(&Reply::Number(1)));
     assert!(!call(Op::Reset, None).wrote(&Reply::Number(0)));
     assert!(!call(Op::Attempts, None).wrote(&Reply::Number(1)));
-    for op in [Op::Next, Op::Gate, Op::Reset, Op::GcKey] {
+    for op in [Op::Next, Op::TryNext, Op::Reset, Op::GcKey] {
         assert!(op.may_write());
     }
     assert!(!Op::Get.may_write());

@@ -150,7 +150,7 @@ where
         key: &str,
         event: Event,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
-        self.gate(key, event, None).await
+        self.try_next_as(key, event, None).await
     }
 
     /// [`try_next`](Self::try_next) under a caller's operation id: calling
@@ -175,21 +175,21 @@ where
         event: Event,
         id: OpId,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
-        self.gate(key, event, Some(id)).await
+        self.try_next_as(key, event, Some(id)).await
     }
 
-    async fn gate(
+    async fn try_next_as(
         &self,
         key: &str,
         event: Event,
         id: Option<OpId>,
     ) -> Result<Result<Duration, InBackoff>, StoreError> {
-        match self.call(Op::Gate, key, event, id).await? {
+        match self.call(Op::TryNext, key, event, id).await? {
             Reply::Level { backoff_ns, .. } => Ok(Ok(Duration::from_nanos(backoff_ns))),
             Reply::Refused { remaining_ns } => Ok(Err(InBackoff {
                 remaining: Duration::from_nanos(remaining_ns),
             })),
-            _ => Err(StoreError::unexpected(key, "a number from the gate")),
+            _ => Err(StoreError::unexpected(key, "a number from try_next")),
         }
     }
 

@@ -13,8 +13,8 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tower::Service;
 
+use crate::ask::{Answer, Pending};
 use crate::error::BoxError;
-use crate::gate::{Answer, Pending};
 use crate::observe::{self, Attempt};
 use crate::policy::{Classify, Failed, Policy, Settled, Wait};
 use crate::replay::Replay;
@@ -205,7 +205,7 @@ where
                 StateProj::Waiting { sleep, since } => {
                     ready!(sleep.as_mut().poll(cx));
                     // The window may have been extended meanwhile.
-                    match crate::gate::remaining(&this.policy.gate, this.key) {
+                    match crate::ask::remaining(&this.policy.gate, this.key) {
                         Answer::Now(Some(wait)) => {
                             sleep.as_mut().reset(after(Instant::now(), wait));
                             continue;

@@ -75,10 +75,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod ask;
 mod budget;
 mod error;
 mod future;
-mod gate;
 mod layer;
 mod observe;
 mod policy;

@@ -9,9 +9,10 @@ use std::time::Duration;
 use keyed_backoff::InBackoff;
 use keyed_backoff::budget::RetryBudget;
 
-use crate::gate::{self, Answer, Gate};
+use crate::ask::{self, Answer};
 use crate::observe::{self, Attempt, Denied};
 use crate::replay::Replay;
+use keyed_backoff::DynGate;
 
 /// Which results are failures: a failure advances its key's backoff and
 /// may be retried; any other `Ok` is a success and resets the key.
@@ -95,7 +96,7 @@ pub(crate) type Wait = Option<Duration>;
 /// Everything a layer's services share: the keys' manager, how to key and
 /// classify, the budget and the limits.
 pub(crate) struct Policy<K, F, Cl, Rp> {
-    pub(crate) gate: Gate<K>,
+    pub(crate) gate: Arc<dyn DynGate<K>>,
     pub(crate) key: Arc<F>,
     pub(crate) classify: Arc<Cl>,
     pub(crate) replay: Arc<Rp>,
@@ -149,7 +150,7 @@ impl<K: fmt::Debug + Clone + Send + Sync + 'static, F, Cl, Rp> Policy<K, F, Cl, 
         if let Some(budget) = &self.budget {
             budget.on_request();
         }
-        gate::remaining(&self.gate, key)
+        ask::remaining(&self.gate, key)
     }
 
     /// A new request for `key` whose wait is `remaining`: it may go now,
@@ -188,12 +189,12 @@ impl<K: fmt::Debug + Clone + Send + Sync + 'static, F, Cl, Rp> Policy<K, F, Cl, 
             budget.on_outcome(!failed);
         }
         if !failed {
-            return Settled::Done(result.is_ok().then(|| gate::succeeded(&self.gate, key)));
+            return Settled::Done(result.is_ok().then(|| ask::succeeded(&self.gate, key)));
         }
         let asked = self.classify.retry_after(result);
         let held = asked.map(|asked| asked.min(self.limits.max_retry_after));
         let may_retry = retries < self.limits.max_retries && replayable;
-        let answer = gate::failed(&self.gate, key, held, may_retry);
+        let answer = ask::failed(&self.gate, key, held, may_retry);
         if let (Some(asked), Some(held)) = (asked, held) {
             observe::held(key, asked, held);
         }

@@ -7,9 +7,9 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
+use crate::ask::Answer;
 use crate::error::BoxError;
 use crate::future::ResponseFuture;
-use crate::gate::Answer;
 use crate::policy::{Classify, Policy};
 use crate::replay::Replay;
 

@@ -42,7 +42,7 @@ fn main() -> Result<(), keyed_backoff::ConfigError> {
     )?;
     show(
         "Hadoop 100 ms, cap 10 s",
-        Hadoop::new(100 * ms, 20).cap(10_000 * ms),
+        Hadoop::new(100 * ms, 20).max(10_000 * ms),
     )?;
     show("Google Cloud, max 32 s", GoogleCloud::new())?;
     show("cenkalti defaults", Cenkalti::new())?;

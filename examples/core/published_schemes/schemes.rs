@@ -69,9 +69,9 @@ impl Hadoop {
         }
     }
 
-    /// Cap applied before the random draw.
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
+    /// Largest delay, applied before the random draw.
+    pub fn max(mut self, max: Duration) -> Self {
+        self.cap = max;
         self
     }
 }

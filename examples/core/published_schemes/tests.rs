@@ -57,7 +57,7 @@ fn ethernet_gives_up_after_16_attempts_and_truncates_at_10() {
 
 #[test]
 fn hadoop_and_google_cloud_ranges() {
-    let h = Hadoop::new(100 * MS, 4).cap(SEC);
+    let h = Hadoop::new(100 * MS, 4).max(SEC);
     for n in 0..4 {
         let v = (100.0 * 2f64.powi(n as i32 + 1)).min(1000.0) / 1000.0;
         let xs = samples_at(&h, n, 3, 200_000);
@@ -203,7 +203,7 @@ proptest! {
         let (a, b) = (MS * a, MS * b);
         let schemes: [Box<dyn Step>; 4] = [
             Box::new(Ethernet::new(a)),
-            Box::new(Hadoop::new(a, 8).cap(b)),
+            Box::new(Hadoop::new(a, 8).max(b)),
             Box::new(GoogleCloud::new().max_backoff(b)),
             Box::new(Cenkalti::new().initial(a).max_interval(b).randomization(j).multiplier(1.0 + f)),
         ];

@@ -109,7 +109,7 @@ pub fn build(
             finish!(Backoff::<String>::with_strategy(limited(constant, m)))
         }
         RuleKind::Linear(step, m) => {
-            let linear = Strategy::new(Linear::new(initial, Duration::from_nanos(step)).cap(max))?;
+            let linear = Strategy::new(Linear::new(initial, Duration::from_nanos(step)).max(max))?;
             finish!(Backoff::<String>::with_strategy(limited(linear, m)))
         }
     }?;

@@ -40,14 +40,14 @@ pub enum ExpiryKind {
 /// The update rule `next` applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleKind {
-    /// client-go's rule, built with `Backoff::builder(initial, max)`.
+    /// client-go's strategy, built with `Backoff::builder(initial, max)`.
     ClientGo,
     /// The same doubling, as a strategy (`FactorJitter` without jitter),
     /// with an optional attempt limit.
     Doubling(Option<u32>),
     /// `Constant(initial)`, with an optional attempt limit.
     Constant(Option<u32>),
-    /// `Linear(initial, step).cap(max)`, with an optional attempt limit.
+    /// `Linear(initial, step).max(max)`, with an optional attempt limit.
     Linear(u64, Option<u32>),
 }
 

@@ -93,7 +93,7 @@ where
         self
     }
 
-    /// Checks every setting and builds the gate.
+    /// Checks every setting and builds the fair queues.
     ///
     /// ```
     /// use fair_admission::LimitResponse;

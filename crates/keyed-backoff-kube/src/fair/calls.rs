@@ -1,12 +1,12 @@
-//! The way from the gate to the controller: a waiting object's reconcile
+//! The way from the fair queues to the controller: a waiting object's reconcile
 //! is asked for when the object's turn comes.
 //!
 //! A reconcile that has to wait returns at once instead of waiting inside
 //! the controller: kube-runtime polls every reconcile it is running
 //! whenever one of them wakes, so thousands of reconciles waiting there
 //! would cost the controller in proportion to their number at every wake.
-//! The object waits in the gate alone; when the fair queues dispatch it,
-//! the gate asks for its reconcile through the stream the controller was
+//! The object waits in the fair queues alone; when the fair queues dispatch it,
+//! the fair queues ask for its reconcile through the stream the controller was
 //! wired to ([`FairReconciles::controller`](super::FairReconciles::controller)),
 //! and that reconcile waits for the seat a running one frees.
 

@@ -44,10 +44,10 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 /// [`reconciler`](Self::reconciler) wraps a reconcile function as
 /// [`ObjectBackoff::reconciler`](crate::ObjectBackoff::reconciler) does, and
 /// takes a seat before it runs. A reconcile that would wait returns at once
-/// (requeued a minute later, as a fallback) and its object waits in the
-/// gate: the controller holds no reconcile that waits, so its cost does not
-/// grow with the number waiting. When the fair queues reach the object, the
-/// gate asks the controller for its reconcile (through
+/// (requeued a minute later, in case the call for it is lost) and its object waits in the
+/// fair queues: the controller holds no reconcile that waits, so its cost does not
+/// grow with the number waiting. When the fair queues reach the object, they
+/// ask the controller for its reconcile (through
 /// [`controller`](Self::controller), which must wire the controller), and
 /// that reconcile waits for the next seat that frees; the next reconciles,
 /// and a few per seat ahead of their turn, are asked for while the current
@@ -69,11 +69,11 @@ type FlowFn<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 ///   [`FairStats::requeued_full`].
 ///
 /// The controller's own concurrency must be left unbounded (kube-runtime's
-/// default), so that every due object reaches the gate and the gate, not
+/// default), so that every due object reaches the fair queues and the fair queues, not
 /// the controller's first-in first-out order, decides which runs. The
 /// store given to the builder must be the controller's
 /// ([`Controller::store`](kube::runtime::Controller::store)): it says
-/// whether a waiting object still exists. One gate serves one controller.
+/// whether a waiting object still exists. One `FairReconciles` serves one controller.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -258,14 +258,14 @@ where
         (out, mine)
     }
 
-    /// Wires `controller` to the gate: a seat given to an object whose
+    /// Wires `controller` to the fair queues: a seat given to an object whose
     /// reconcile waits for it asks the controller to run that reconcile at
     /// once (kube-runtime's `reconcile_on`). A waiting reconcile returns
-    /// at once, its object keeping its place in the gate, so the
+    /// at once, its object keeping its place in the fair queues, so the
     /// controller holds no reconcile that waits. Wire the controller whose
     /// store the builder was given, once, before [`Controller::run`].
     ///
-    /// A gate whose controller is not wired still serves it, more slowly:
+    /// Fair queues whose controller is not wired still serve it, more slowly:
     /// a reconcile that leaves its object waiting asks again every second,
     /// and an object whose turn came keeps it for a few seconds.
     ///
@@ -374,7 +374,7 @@ where
         });
     }
 
-    /// The gate's counts now.
+    /// The fair queues' counts now.
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -434,7 +434,7 @@ impl Version {
     }
 }
 
-/// What a run that arrives at the gate is told.
+/// What a run that arrives at the fair queues is told.
 enum Granted<K>
 where
     K: Resource + Clone + Send + Sync + 'static,

@@ -1,4 +1,4 @@
-//! The fair gate's metrics through the `metrics` facade (feature
+//! The fair queues' metrics through the `metrics` facade (feature
 //! `metrics`); without the feature, nothing.
 
 use std::time::Duration;
@@ -16,7 +16,7 @@ pub(crate) fn granted(priority: Priority, waited: Duration) {
     .record(waited.as_secs_f64());
 }
 
-/// The gate's state after a change.
+/// The fair queues' state after a change.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn state(stats: &FairStats, longest_wait: Duration) {
     #[cfg(feature = "metrics")]

@@ -1,4 +1,4 @@
-//! What the fair gate tells about its seats and its waiting reconciles.
+//! What the fair queues tell about its seats and its waiting reconciles.
 
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ impl Priority {
     }
 }
 
-/// A snapshot of the gate, from [`FairReconciles::stats`](crate::FairReconciles::stats).
+/// A snapshot of the fair queues, from [`FairReconciles::stats`](crate::FairReconciles::stats).
 ///
 /// ```
 /// use keyed_backoff_kube::{FairStats, Priority};

@@ -23,7 +23,7 @@ where
     /// `backoff`, panics caught, runs of objects in backoff skipped), with a
     /// seat taken before the run and given back after it. Pair it with
     /// [`ObjectBackoff::error_policy`] (or a hand-written policy), as
-    /// without the gate:
+    /// without the fair queues:
     ///
     /// - with [`skip_while_in_backoff`](crate::ObjectBackoffBuilder::skip_while_in_backoff),
     ///   an object in backoff (or parked by an outage) is requeued at the
@@ -82,7 +82,7 @@ where
             async move {
                 // An object in backoff takes no seat: its run asks now.
                 let in_backoff =
-                    backoff.skips_while_in_backoff() && backoff.gate().wait(&key).is_some();
+                    backoff.skips_while_in_backoff() && backoff.decisions().wait(&key).is_some();
                 if run.is_ok()
                     && in_backoff
                     && let Some(wait) = backoff.skip(&key).await

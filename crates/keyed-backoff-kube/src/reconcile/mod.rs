@@ -60,7 +60,7 @@ where
         if !self.skips_while_in_backoff() {
             return None;
         }
-        let wait = self.gate().claim(key).await?;
+        let wait = self.decisions().claim(key).await?;
         self.tally().skips.add_one();
         observe::skipped(key, wait);
         Some(wait)
@@ -173,7 +173,7 @@ where
         };
         let error = match outcome {
             Ok(Ok(action)) => {
-                let (had, told) = self.gate().succeed(key);
+                let (had, told) = self.decisions().succeed(key);
                 told.get().await;
                 self.succeeded(key, had);
                 return Ok(action);
@@ -186,7 +186,7 @@ where
                 ReconcileError::panicked(message)
             }
         };
-        let answer = self.gate().fail(key).get().await;
+        let answer = self.decisions().fail(key).get().await;
         Err(error.with_requeue(self.failed(key, answer)))
     }
 }

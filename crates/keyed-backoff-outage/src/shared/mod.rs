@@ -412,7 +412,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         }
     }
 
-    fn rule<Q: Hash + Sync + ?Sized>(
+    fn ruling<Q: Hash + Sync + ?Sized>(
         &self,
         key: &Q,
         asked: Asked,

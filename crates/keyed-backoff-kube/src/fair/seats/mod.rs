@@ -8,17 +8,17 @@
 //! at most [`Seats::PER_FLOW_QUEUED`] reconciles in the `Apf`'s queues at a
 //! time; the `Apf` picks which flow goes next.
 //!
-//! Both levels hold twice the gate's seats (the `Apf` is built with four
+//! Both levels hold twice the seats (the `Apf` is built with four
 //! times the seats, in equal shares, lending nothing): a level's request
 //! that the `Apf` dispatches is *ready*, and ready reconciles take the
 //! gate's seats, those of [`Priority::Changed`] first.
 //!
 //! A waiting object is a place, at most one per object, with no reconcile
 //! of its own waiting until the `Apf` dispatches it: then it is *called*
-//! (through an outbox the gate drains after every change,
+//! (through an outbox the fair queues drain after every change,
 //! [`Seats::drain`]), its reconcile comes and waits ([`Seats::attach`]),
-//! and a gate seat goes to the first ready object whose reconcile is here.
-//! As each level holds twice the gate's seats, the next reconciles are
+//! and a seat goes to the first ready object whose reconcile is here.
+//! As each level holds twice the seats, the next reconciles are
 //! called while the current ones run, and a seat that frees is taken at
 //! once. Beyond those, a few waiting objects per seat are called *ahead*,
 //! the oldest first: their reconciles wait here for their turn, so that a
@@ -49,7 +49,7 @@ pub(crate) enum Answer {
     Full(Duration),
 }
 
-/// What the gate is told to do for a waiting object whose reconcile is
+/// What the fair queues are told to do for a waiting object whose reconcile is
 /// not here.
 #[derive(Debug)]
 pub(crate) enum Call {
@@ -106,7 +106,7 @@ pub(crate) struct Limits {
     pub(crate) per_priority: usize,
 }
 
-/// The gate's state: every reconcile waiting or holding a seat. `R`
+/// The fair queues' state: every reconcile waiting or holding a seat. `R`
 /// identifies a waiting reconcile's object, for the question whether it
 /// still exists.
 pub(crate) struct Seats<R> {

@@ -16,9 +16,6 @@ use crate::error::BoxError;
 /// A remote gate's answer, still to come.
 pub(crate) type Pending<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 
-/// The gate a layer asks, erased.
-pub(crate) type Gate<K> = Arc<dyn DynGate<K>>;
-
 /// `steps`, composed of the gate's questions: asked in place over a gate
 /// that answers at once, else one boxed future owning clones of the gate
 /// and the key.
@@ -40,7 +37,7 @@ macro_rules! compose {
 
 /// The wait left before `key` may run, asked by a request about to be
 /// sent (a wrapper may count it as the key's turn).
-pub(crate) fn remaining<K>(gate: &Gate<K>, key: &K) -> Answer<Option<Duration>> {
+pub(crate) fn remaining<K>(gate: &Arc<dyn DynGate<K>>, key: &K) -> Answer<Option<Duration>> {
     gate.claim(key)
 }
 
@@ -49,7 +46,7 @@ pub(crate) fn remaining<K>(gate: &Gate<K>, key: &K) -> Answer<Option<Duration>> 
 /// `Retry-After`) if there is one, a longer one in place being kept; then,
 /// if `then_wait`, the wait left before a retry.
 pub(crate) fn failed<K>(
-    gate: &Gate<K>,
+    gate: &Arc<dyn DynGate<K>>,
     key: &K,
     hold: Option<Duration>,
     then_wait: bool,
@@ -81,7 +78,7 @@ async fn record_failure<K>(
 /// A success for `key`: once its window has passed, its backoff and any
 /// hold are forgotten. Within the window the success answers a request
 /// sent before the key's latest failure, and changes nothing.
-pub(crate) fn succeeded<K>(gate: &Gate<K>, key: &K) -> Answer<()>
+pub(crate) fn succeeded<K>(gate: &Arc<dyn DynGate<K>>, key: &K) -> Answer<()>
 where
     K: Clone + Send + Sync + 'static,
 {

@@ -1,7 +1,7 @@
-//! The object backoff's gate: one erased [`DynGate`] (the in-process
-//! manager, the manager wrapped in outage awareness, or a shared store),
-//! with the manager as the fallback of a gate that cannot answer. This
-//! crate asks it one question per run and tells it each outcome once.
+//! Where an object backoff's decisions are made: one erased [`DynGate`]
+//! (the in-process manager, the manager wrapped in outage awareness, or a
+//! shared store), with the manager answering in its place when it cannot.
+//! This crate asks it one question per run and tells it each outcome once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ type GateError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every decision of an object backoff, and who answers when its gate
 /// cannot.
-pub(crate) struct ObjectGate<K: Lookup> {
+pub(crate) struct Decisions<K: Lookup> {
     /// The manager, the manager in outage awareness, or a shared store.
     gate: Arc<dyn DynGate<ObjectKey<K>>>,
     /// The in-process manager: the gate itself, under the gate's wrapper,
@@ -49,7 +49,7 @@ fn local<T>(answer: Answer<T>) -> T {
     }
 }
 
-impl<K> ObjectGate<K>
+impl<K> Decisions<K>
 where
     K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
@@ -68,7 +68,7 @@ where
         store: Option<Arc<dyn DynGate<ObjectKey<K>>>>,
         outage: Option<Arc<dyn OutageStatus>>,
     ) -> Self {
-        ObjectGate {
+        Decisions {
             gate,
             manager,
             store,
@@ -214,7 +214,7 @@ where
 /// place: awaited ([`get`](Asked::get)), or taken at once by a caller that
 /// cannot wait ([`now`](Asked::now)).
 pub(crate) struct Asked<'a, K: Lookup, T, F> {
-    gate: &'a ObjectGate<K>,
+    gate: &'a Decisions<K>,
     key: &'a ObjectKey<K>,
     call: &'static str,
     answer: Answer<T>,
