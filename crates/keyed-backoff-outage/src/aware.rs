@@ -4,6 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::domains::DomainStatus;
 use crate::holder::{InProcess, OutageState};
 use crate::parked::parked_failure;
 use crate::settings::OutageSettings;
@@ -166,9 +167,91 @@ impl<G, S: OutageState> OutageAware<G, S> {
         self.state.tally().parked
     }
 
-    /// Outages declared so far.
+    /// Outages of everything declared so far.
     pub fn outages(&self) -> u64 {
         self.state.tally().outages
+    }
+
+    /// A failure of `key` in `domain`: the dependency that failed, as the
+    /// caller names it (a region, a webhook, a host). It is
+    /// [`Gate::fail`], and it also feeds `domain`'s own outage: an outage
+    /// of one dependency is seen when the keys that use it fail, however
+    /// many other keys go on succeeding. The key is remembered in `domain`
+    /// until it succeeds, so that a caller asking to run it
+    /// ([`Gate::claim`]) waits on that domain's outage too.
+    ///
+    /// A key obeys the outage of everything first: while that parks it,
+    /// its domain is not asked. Otherwise its domain's outage rules it as
+    /// the outage of everything would: parked on the domain's ladder,
+    /// probing in turn, let go at the release rate. `docs/outage.md`
+    /// states the rule. Domains are kept in process
+    /// ([`InProcess`](crate::InProcess)); over a fleet's
+    /// [`Shared`](crate::Shared) state a domain's failures count in the
+    /// fleet's one outage.
+    ///
+    /// ```
+    /// use keyed_backoff::clock::MockClock;
+    /// use keyed_backoff::{Backoff, Gate};
+    /// use keyed_backoff_outage::{OutageAware, OutageSettings};
+    /// use std::time::Duration;
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     match f.as_mut().poll(&mut cx) { std::task::Poll::Ready(v) => v, _ => unreachable!() }
+    /// # }
+    /// let clock = MockClock::new();
+    /// let backoff = Backoff::<String>::builder(Duration::from_secs(10), Duration::from_secs(300))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let gate = OutageAware::with_clock(backoff, OutageSettings::new().min_failing_keys(3), clock)?;
+    /// block_on(async {
+    ///     // Three keys that use the EU region newly fail in it, while other
+    ///     // keys keep succeeding: no outage of everything...
+    ///     for key in ["a", "b", "c"] {
+    ///         gate.fail_in(&key.to_string(), "eu").await?.ok();
+    ///         for n in 0..10 {
+    ///             gate.succeed(&format!("other-{n}")).await?;
+    ///         }
+    ///     }
+    ///     assert!(!gate.in_outage());
+    ///     // ...but an outage of the region.
+    ///     assert!(gate.domains()[0].in_outage);
+    ///     // A key of the region waits on its outage; another key does not.
+    ///     assert!(gate.claim(&"a".to_string()).await?.is_some());
+    ///     assert_eq!(gate.claim(&"other-1".to_string()).await?, None);
+    ///     Ok::<_, std::convert::Infallible>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn fail_in<K>(
+        &self,
+        key: &K,
+        domain: &str,
+    ) -> Result<Result<Level, InBackoff>, G::Error>
+    where
+        K: Hash + Sync,
+        G: Gate<K>,
+    {
+        self.failed(key, Some(domain)).await
+    }
+
+    /// A success of `key` in `domain`: [`Gate::succeed`], also counted in
+    /// `domain`'s outage (a caller that knows the domain of a success, such
+    /// as a middleware keyed by host, names it, so that a domain whose keys
+    /// mostly succeed is not taken for one in an outage). A success named
+    /// with no domain counts in the domain the key last failed in.
+    pub async fn succeed_in<K>(&self, key: &K, domain: &str) -> Result<(), G::Error>
+    where
+        K: Hash + Sync,
+        G: Gate<K>,
+    {
+        self.succeeded(key, Some(domain)).await
+    }
+
+    /// Every domain tracked now, by name: whether its outage is under way,
+    /// the keys it parks, its outages so far.
+    pub fn domains(&self) -> Vec<DomainStatus> {
+        self.state.domains()
     }
 }
 
@@ -194,7 +277,7 @@ where
     const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && S::AT_ONCE;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active().await {
+        if !self.state.active(None).await {
             return self.inner.wait(key).await;
         }
         Ok(match self.own(key).await? {
@@ -206,12 +289,12 @@ where
     /// During an outage the key's own wait and level are read together
     /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active().await {
+        if !self.state.active(None).await {
             return self.inner.claim(key).await;
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => match self.state.ruling(key, Asked::Claim, level).await {
+            Ok(level) => match self.state.ruling(key, Asked::Claim, level, None).await {
                 Ruling::Parked { until: wait, .. } => Some(wait),
                 Ruling::Free | Ruling::Released { .. } => None,
             },
@@ -219,29 +302,11 @@ where
     }
 
     async fn fail(&self, key: &K) -> Result<Result<Level, InBackoff>, G::Error> {
-        if self.state.active().await {
-            // The key's own wait (its backoff or its floor) is asked of the
-            // backoff under the wrapper, the one place that decides it.
-            let (level, own) = self.inner.standing(key).await?;
-            match self.state.ruling(key, Asked::Failure, level).await {
-                Ruling::Parked {
-                    until: wait,
-                    counted,
-                } => {
-                    return Ok(parked_failure(own, wait, counted, level));
-                }
-                Ruling::Released { level: Some(level) } => self.inner.resume(key, level).await?,
-                Ruling::Released { level: None } | Ruling::Free => {}
-            }
-        }
-        let outcome = self.inner.fail(key).await?;
-        Ok(self.state.failed(key, outcome).await)
+        self.failed(key, None).await
     }
 
     async fn succeed(&self, key: &K) -> Result<(), G::Error> {
-        self.inner.succeed(key).await?;
-        self.state.succeeded(key).await;
-        Ok(())
+        self.succeeded(key, None).await
     }
 
     async fn hold(&self, key: &K, wait: Duration) -> Result<(), G::Error> {
@@ -254,7 +319,7 @@ where
 
     async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() || !self.state.active().await {
+        if own.is_some() || !self.state.active(None).await {
             return Ok((level, own));
         }
         Ok((level, self.state.peek(key, level).await))
@@ -262,6 +327,50 @@ where
 
     async fn resume(&self, key: &K, level: Level) -> Result<(), G::Error> {
         self.inner.resume(key, level).await
+    }
+}
+
+impl<G, S: OutageState> OutageAware<G, S> {
+    /// A failure of `key`, in `domain` when the caller names one.
+    #[inline]
+    async fn failed<K>(
+        &self,
+        key: &K,
+        domain: Option<&str>,
+    ) -> Result<Result<Level, InBackoff>, G::Error>
+    where
+        K: Hash + Sync,
+        G: Gate<K>,
+    {
+        if self.state.active(domain).await {
+            // The key's own wait (its backoff or its floor) is asked of the
+            // backoff under the wrapper, the one place that decides it.
+            let (level, own) = self.inner.standing(key).await?;
+            match self.state.ruling(key, Asked::Failure, level, domain).await {
+                Ruling::Parked {
+                    until: wait,
+                    counted,
+                } => {
+                    return Ok(parked_failure(own, wait, counted, level));
+                }
+                Ruling::Released { level: Some(level) } => self.inner.resume(key, level).await?,
+                Ruling::Released { level: None } | Ruling::Free => {}
+            }
+        }
+        let outcome = self.inner.fail(key).await?;
+        Ok(self.state.failed(key, outcome, domain).await)
+    }
+
+    /// A success of `key`, in `domain` when the caller names one.
+    #[inline]
+    async fn succeeded<K>(&self, key: &K, domain: Option<&str>) -> Result<(), G::Error>
+    where
+        K: Hash + Sync,
+        G: Gate<K>,
+    {
+        self.inner.succeed(key).await?;
+        self.state.succeeded(key, domain).await;
+        Ok(())
     }
 }
 

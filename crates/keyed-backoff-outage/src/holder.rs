@@ -15,6 +15,7 @@ use std::time::Duration;
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
 use keyed_backoff::{InBackoff, Level};
 
+use crate::domains::{DomainStatus, Domains};
 use crate::observe;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Ruling};
@@ -40,8 +41,10 @@ pub(crate) mod sealed {
         /// in this process).
         const AT_ONCE: bool = false;
 
-        /// Whether an outage or its release is under way.
-        fn active(&self) -> impl Future<Output = bool> + Send;
+        /// Whether an outage or its release is under way: the outage of
+        /// everything, the outage of the domain a caller names, or, with
+        /// none named, of any domain a key is remembered in.
+        fn active(&self, domain: Option<&str>) -> impl Future<Output = bool> + Send;
 
         /// The wait the key would be told if it asked to run, changing
         /// nothing.
@@ -52,25 +55,40 @@ pub(crate) mod sealed {
         ) -> impl Future<Output = Option<Duration>> + Send;
 
         /// What the key may do, asked by a caller about to run it or for a
-        /// failure; a parked key's wait is from now.
+        /// failure (in `domain` when the caller names one, else in the
+        /// domain the key is remembered in); a parked key's wait is from
+        /// now.
         fn ruling<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
             asked: Asked,
             level: Option<Level>,
+            domain: Option<&str>,
         ) -> impl Future<Output = Ruling<Option<Level>>> + Send;
 
         /// The outcome of a failure the key's own backoff was told: a
         /// failure it counted (fresh when it started the key's ladder) is
-        /// told to the outage. The outcome comes back as it went in.
+        /// told to the outage of everything and to `domain`'s. The outcome
+        /// comes back as it went in.
         fn failed<Q: Hash + Sync + ?Sized>(
             &self,
             key: &Q,
             outcome: Result<Level, InBackoff>,
+            domain: Option<&str>,
         ) -> impl Future<Output = Result<Level, InBackoff>> + Send;
 
-        /// A success of the key.
-        fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send;
+        /// A success of the key, told to the outage of everything and to
+        /// `domain`'s, or the domain the key is remembered in.
+        fn succeeded<Q: Hash + Sync + ?Sized>(
+            &self,
+            key: &Q,
+            domain: Option<&str>,
+        ) -> impl Future<Output = ()> + Send;
+
+        /// Every tracked domain's state (none where domains are not kept).
+        fn domains(&self) -> Vec<DomainStatus> {
+            Vec::new()
+        }
 
         /// The figures as last known.
         fn tally(&self) -> Tally;
@@ -81,6 +99,7 @@ pub(crate) mod sealed {
 /// [`OutageState`], timed on the clock `C`.
 pub struct InProcess<C: Clock = StdClock> {
     watch: Watch<Option<Level>>,
+    domains: Domains,
     clock: C,
     epoch: C::Instant,
 }
@@ -92,6 +111,7 @@ impl<C: Clock> InProcess<C> {
         let epoch = clock.now();
         InProcess {
             watch: Watch::new(settings, seed),
+            domains: Domains::new(settings, seed),
             clock,
             epoch,
         }
@@ -102,6 +122,33 @@ impl<C: Clock> InProcess<C> {
     fn now(&self) -> Duration {
         self.clock.now().saturating_duration_since(self.epoch)
     }
+
+    /// A counted failure of `key` named with the domain `name`: told to
+    /// that domain's outage, the key remembered in it.
+    #[inline(never)]
+    fn failed_in<Q: Hash + ?Sized>(&self, key: &Q, fresh: bool, name: &str) {
+        let at = self.now();
+        let Some(domain) = self.domains.named(name, at) else {
+            return;
+        };
+        domain.watch.failed(key, fresh, at, observe::outage);
+        self.domains.remember(self.domains.hash(key), &domain);
+    }
+
+    /// A success of `key`: told to the outage of the domain `name`, or of
+    /// the domain the key is remembered in, which forgets it.
+    #[inline(never)]
+    fn succeeded_in<Q: Hash + ?Sized>(&self, key: &Q, name: Option<&str>) {
+        let at = self.now();
+        let domain = match name {
+            Some(name) => self.domains.named(name, at),
+            None => self.domains.of(key),
+        };
+        if let Some(domain) = domain {
+            domain.watch.succeeded(key, at, observe::outage);
+        }
+        self.domains.forget(self.domains.hash(key));
+    }
 }
 
 /// Answered at once, under the watch's lock or with an atomic.
@@ -109,8 +156,12 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     const AT_ONCE: bool = true;
 
     #[inline]
-    fn active(&self) -> impl Future<Output = bool> + Send {
-        done(self.watch.active())
+    fn active(&self, domain: Option<&str>) -> impl Future<Output = bool> + Send {
+        done(
+            self.watch.active()
+                || self.domains.any_remembered()
+                || domain.is_some_and(|name| self.domains.active(name)),
+        )
     }
 
     fn peek<Q: Hash + Sync + ?Sized>(
@@ -118,7 +169,11 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         key: &Q,
         level: Option<Level>,
     ) -> impl Future<Output = Option<Duration>> + Send {
-        done(self.watch.peek(key, self.now(), level))
+        let at = self.now();
+        let everything = self.watch.peek(key, at, level);
+        let domain = self.domains.of(key);
+        let own = domain.and_then(|domain| domain.watch.peek(key, at, level));
+        done(everything.max(own))
     }
 
     fn ruling<Q: Hash + Sync + ?Sized>(
@@ -126,10 +181,28 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         key: &Q,
         asked: Asked,
         level: Option<Level>,
+        domain: Option<&str>,
     ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         let at = self.now();
-        let ruling = self.watch.ruling(key, at, asked, level, observe::outage);
-        done(ruling.waits_from(at))
+        let everything = self.watch.ruling(key, at, asked, level, observe::outage);
+        if let Ruling::Parked { .. } = everything {
+            return done(everything.waits_from(at));
+        }
+        let domain = match domain {
+            // A key failing in a domain belongs to it, parked or not.
+            Some(name) => self.domains.named(name, at).inspect(|domain| {
+                self.domains.remember(self.domains.hash(key), domain);
+            }),
+            None => self.domains.of(key),
+        };
+        let own = domain.map_or(Ruling::Free, |domain| {
+            domain.watch.ruling(key, at, asked, level, observe::outage)
+        });
+        done(match (everything, own) {
+            (_, Ruling::Parked { .. }) | (Ruling::Free, _) => own.waits_from(at),
+            (Ruling::Released { .. }, _) => everything,
+            (Ruling::Parked { .. }, _) => unreachable!("answered above"),
+        })
     }
 
     #[inline]
@@ -137,19 +210,34 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         &self,
         key: &Q,
         outcome: Result<Level, InBackoff>,
+        domain: Option<&str>,
     ) -> impl Future<Output = Result<Level, InBackoff>> + Send {
         if let Ok(level) = outcome {
             let fresh = level.attempts == 1;
             self.watch
                 .failed(key, fresh, || self.now(), observe::outage);
+            if let Some(name) = domain {
+                self.failed_in(key, fresh, name);
+            }
         }
         done(outcome)
     }
 
     #[inline]
-    fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send {
+    fn succeeded<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        domain: Option<&str>,
+    ) -> impl Future<Output = ()> + Send {
         self.watch.succeeded(key, || self.now(), observe::outage);
+        if domain.is_some() || self.domains.any_remembered() {
+            self.succeeded_in(key, domain);
+        }
         done(())
+    }
+
+    fn domains(&self) -> Vec<DomainStatus> {
+        self.domains.statuses()
     }
 
     fn tally(&self) -> Tally {

@@ -64,6 +64,7 @@
 
 mod aware;
 mod detector;
+mod domains;
 mod fleet;
 mod holder;
 mod ladder;
@@ -79,6 +80,7 @@ mod store;
 mod watch;
 
 pub use aware::OutageAware;
+pub use domains::DomainStatus;
 pub use holder::{InProcess, OutageState};
 pub use settings::OutageSettings;
 pub use shared::Shared;

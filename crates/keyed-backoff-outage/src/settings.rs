@@ -13,6 +13,8 @@ const LONGEST_STEP: Duration = Duration::from_secs(600);
 /// The most keys an outage may need to see fail (the detector remembers
 /// the time of each of the latest ones).
 const MOST_KEYS: u32 = 100_000;
+/// The most domains tracked at once.
+const MOST_DOMAINS: u32 = 10_000;
 /// The fastest release accepted: a million keys per second.
 const FASTEST_RELEASE: f64 = 1_000_000.0;
 
@@ -33,6 +35,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every parked key shares |
 /// | [`probes`](Self::probes) | 3 per step | keys that may try the dependency per step of the ladder |
 /// | [`release_rate`](Self::release_rate) | 200 keys/s | how fast parked keys are let go after recovery |
+/// | [`max_domains`](Self::max_domains) | 64 | domains tracked at once, each with an outage of its own ([`OutageAware::fail_in`](crate::OutageAware::fail_in)) |
 ///
 /// Why these defaults:
 ///
@@ -90,6 +93,7 @@ pub struct OutageSettings {
     pub(crate) probes: Option<u32>,
     pub(crate) release_rate: f64,
     pub(crate) seed: Option<u64>,
+    pub(crate) max_domains: u32,
 }
 
 impl Default for OutageSettings {
@@ -104,6 +108,7 @@ impl Default for OutageSettings {
             probes: Some(3),
             release_rate: 200.0,
             seed: None,
+            max_domains: 64,
         }
     }
 }
@@ -183,6 +188,17 @@ impl OutageSettings {
         self
     }
 
+    /// The most domains tracked at once (1 to 10,000), each with an outage
+    /// of its own: the dependencies failures name
+    /// ([`OutageAware::fail_in`](crate::OutageAware::fail_in)). At the cap,
+    /// a new domain takes the place of the one idle longest with no outage
+    /// under way; if every tracked domain has one, the new domain is not
+    /// tracked and its failures count in the outage of everything alone.
+    pub fn max_domains(mut self, domains: u32) -> Self {
+        self.max_domains = domains;
+        self
+    }
+
     /// Checks every value, naming the first one out of range (field names
     /// are prefixed with `outage.`).
     ///
@@ -243,6 +259,13 @@ impl OutageSettings {
                 "outage.probes",
                 "at least 1, or None for every parked key",
                 0,
+            ));
+        }
+        if !(1..=MOST_DOMAINS).contains(&self.max_domains) {
+            return Err(ConfigError::new(
+                "outage.max_domains",
+                "between 1 and 10000",
+                self.max_domains,
             ));
         }
         let rate = self.release_rate;
@@ -335,6 +358,11 @@ mod tests {
         for bad in [0.0, -1.0, 1e6 + 1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(field(s().release_rate(bad)), "outage.release_rate");
         }
+        // Domains: 1 to 10,000.
+        assert!(s().max_domains(1).validate().is_ok());
+        assert!(s().max_domains(10_000).validate().is_ok());
+        assert_eq!(field(s().max_domains(0)), "outage.max_domains");
+        assert_eq!(field(s().max_domains(10_001)), "outage.max_domains");
     }
 
     #[test]

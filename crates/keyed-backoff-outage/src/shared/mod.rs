@@ -384,9 +384,11 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     }
 }
 
-/// The questions, answered through the store.
+/// The questions, answered through the store. A fleet shares one outage:
+/// a domain a failure names is not tracked apart (its failures and
+/// successes count in the fleet's outage of everything).
 impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
-    async fn active(&self) -> bool {
+    async fn active(&self, _domain: Option<&str>) -> bool {
         let now = self.local_now();
         let (active, recent) = {
             let seen = self.seen.lock();
@@ -417,6 +419,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         key: &Q,
         asked: Asked,
         level: Option<Level>,
+        _domain: Option<&str>,
     ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         self.ask(self.rules.hash(key), Call::Rule(asked), level)
     }
@@ -425,6 +428,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         &self,
         key: &Q,
         outcome: Result<Level, InBackoff>,
+        _domain: Option<&str>,
     ) -> Result<Level, InBackoff> {
         let Ok(level) = outcome else {
             return outcome;
@@ -444,7 +448,7 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         outcome
     }
 
-    async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) {
+    async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q, _domain: Option<&str>) {
         self.successes.fetch_add(1, Ordering::Relaxed);
         let active = self.seen.lock().view.active;
         if active {

@@ -1,0 +1,187 @@
+//! Outages per domain: the dependency a failure names (a region, a
+//! webhook, a host), each with an outage of its own beside the outage of
+//! everything.
+//!
+//! A domain is named by the caller when it reports a failure
+//! ([`OutageAware::fail_in`](crate::OutageAware::fail_in)). Its outage is
+//! a [`Watch`] of its own: the same detector, ladder, probes and release,
+//! fed only the failures named with the domain and the successes of the
+//! keys that failed in it. A key is remembered in the domain it last
+//! failed in, by a hash, until it succeeds, so that a caller asking to run
+//! it (a claim, which names no domain) is answered by its domain's outage.
+//!
+//! Bounded: at most [`max_domains`](crate::OutageSettings::max_domains)
+//! domains are tracked; when a new one is named at the cap, the domain idle
+//! longest with no outage under way is forgotten (with the keys remembered
+//! in it), and if every tracked domain has an outage under way, the new
+//! one is not tracked (its failures count in the outage of everything
+//! alone). At most [`MAX_KEYS`] keys are remembered; past that, a failing
+//! key is not (its claims are answered by the outage of everything alone).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use keyed_backoff::Level;
+use parking_lot::RwLock;
+
+use crate::settings::OutageSettings;
+use crate::watch::Watch;
+
+/// The most keys remembered in a domain at once, across all domains.
+pub(crate) const MAX_KEYS: usize = 1 << 20;
+
+/// One tracked domain.
+pub(crate) struct Named {
+    pub(crate) name: Box<str>,
+    pub(crate) watch: Watch<Option<Level>>,
+    /// When it was last named, in nanoseconds on the outage's time line.
+    used: AtomicU64,
+}
+
+/// The domains tracked, and the keys remembered in them.
+pub(crate) struct Domains {
+    settings: OutageSettings,
+    seed: u64,
+    hasher: foldhash::quality::FixedState,
+    named: RwLock<HashMap<Box<str>, Arc<Named>>>,
+    keys: DashMap<u64, Arc<Named>>,
+    remembered: AtomicUsize,
+}
+
+/// A domain's state, as [`OutageAware::domains`](crate::OutageAware::domains)
+/// reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DomainStatus {
+    /// The domain's name, as the caller gave it.
+    pub name: String,
+    /// Whether its outage is under way.
+    pub in_outage: bool,
+    /// Keys parked in its outage now.
+    pub parked: usize,
+    /// Its outages declared so far (since it was last tracked).
+    pub outages: u64,
+}
+
+fn nanos(at: Duration) -> u64 {
+    u64::try_from(at.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Domains {
+    pub(crate) fn new(settings: OutageSettings, seed: u64) -> Self {
+        Domains {
+            settings,
+            seed,
+            hasher: foldhash::quality::FixedState::with_seed(seed ^ 0x6b65_7965_642d_646f),
+            named: RwLock::new(HashMap::new()),
+            keys: DashMap::new(),
+            remembered: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether any key is remembered in a domain: while none is, no claim
+    /// has a domain to be asked of.
+    #[inline]
+    pub(crate) fn any_remembered(&self) -> bool {
+        self.remembered.load(Ordering::Relaxed) > 0
+    }
+
+    /// The key's hash, as domains remember it.
+    #[inline]
+    pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The domain named `name`, tracked from now if it was not (at `at`),
+    /// or `None` when the cap is reached and every tracked domain has an
+    /// outage under way.
+    pub(crate) fn named(&self, name: &str, at: Duration) -> Option<Arc<Named>> {
+        if let Some(domain) = self.named.read().get(name) {
+            domain.used.store(nanos(at), Ordering::Relaxed);
+            return Some(Arc::clone(domain));
+        }
+        let mut named = self.named.write();
+        if let Some(domain) = named.get(name) {
+            return Some(Arc::clone(domain));
+        }
+        if named.len() >= self.settings.max_domains as usize {
+            let idle = named
+                .values()
+                .filter(|domain| !domain.watch.active())
+                .min_by_key(|domain| domain.used.load(Ordering::Relaxed))
+                .map(|domain| domain.name.clone())?;
+            let gone = named.remove(&idle).expect("found above");
+            self.keys.retain(|_, domain| !Arc::ptr_eq(domain, &gone));
+            self.remembered.store(self.keys.len(), Ordering::Relaxed);
+        }
+        let seed = self.seed ^ self.hash(name);
+        let domain = Arc::new(Named {
+            name: name.into(),
+            watch: Watch::new(self.settings, seed),
+            used: AtomicU64::new(nanos(at)),
+        });
+        named.insert(name.into(), Arc::clone(&domain));
+        Some(domain)
+    }
+
+    /// The domain `key` last failed in, if it is remembered.
+    #[inline]
+    pub(crate) fn of<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
+        if !self.any_remembered() {
+            return None;
+        }
+        let hash = self.hash(key);
+        self.keys.get(&hash).map(|domain| Arc::clone(&domain))
+    }
+
+    /// Remembers the key with `hash` in `domain` (below the cap).
+    pub(crate) fn remember(&self, hash: u64, domain: &Arc<Named>) {
+        if self.remembered.load(Ordering::Relaxed) >= MAX_KEYS {
+            return;
+        }
+        if self.keys.insert(hash, Arc::clone(domain)).is_none() {
+            self.remembered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets the key with `hash` (it succeeded).
+    #[inline]
+    pub(crate) fn forget(&self, hash: u64) {
+        if self.any_remembered() && self.keys.remove(&hash).is_some() {
+            self.remembered.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the domain named `name` is tracked with an outage or its
+    /// release under way.
+    pub(crate) fn active(&self, name: &str) -> bool {
+        self.named
+            .read()
+            .get(name)
+            .is_some_and(|domain| domain.watch.active())
+    }
+
+    /// Every tracked domain's state, by name.
+    pub(crate) fn statuses(&self) -> Vec<DomainStatus> {
+        let mut all: Vec<DomainStatus> = self
+            .named
+            .read()
+            .values()
+            .map(|domain| {
+                let tally = domain.watch.tally();
+                DomainStatus {
+                    name: domain.name.to_string(),
+                    in_outage: tally.in_outage,
+                    parked: tally.parked,
+                    outages: tally.outages,
+                }
+            })
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}
