@@ -160,6 +160,10 @@ pub trait DynGate<K>: Send + Sync {
     fn fail(&self, key: &K) -> Answer<Result<Level, InBackoff>>;
     /// [`Gate::succeed`].
     fn succeed(&self, key: &K) -> Answer<()>;
+    /// [`Gate::fail_in`].
+    fn fail_in(&self, key: &K, domain: &str) -> Answer<Result<Level, InBackoff>>;
+    /// [`Gate::succeed_in`].
+    fn succeed_in(&self, key: &K, domain: &str) -> Answer<()>;
     /// [`Gate::hold`].
     fn hold(&self, key: &K, wait: Duration) -> Answer<()>;
     /// [`Gate::level`].
@@ -173,6 +177,19 @@ pub trait DynGate<K>: Send + Sync {
 /// One question of the contract, erased: answered in place by a gate that
 /// answers at once, else a boxed future over clones of the gate and key.
 macro_rules! erase {
+    // With a name too (a domain): borrowed in place, owned by a future.
+    ($gate:ident, $key:ident, $name:ident, |$g:ident, $k:ident, $n:ident| $call:expr) => {{
+        if G::ANSWERS_AT_ONCE {
+            let ($g, $k, $n) = ($gate, $key, $name);
+            Answer::at_once($call)
+        } else {
+            let ($g, $k, $n) = ($gate.clone(), $key.clone(), $name.to_owned());
+            Answer::Later(Box::pin(async move {
+                let ($g, $k, $n) = (&$g, &$k, $n.as_str());
+                $call.await.map_err(|e| Box::new(e) as BoxError)
+            }))
+        }
+    }};
     ($gate:ident, $key:ident, |$g:ident, $k:ident| $call:expr) => {{
         if G::ANSWERS_AT_ONCE {
             let ($g, $k) = ($gate, $key);
@@ -210,6 +227,14 @@ where
 
     fn succeed(&self, key: &K) -> Answer<()> {
         erase!(self, key, |g, k| Gate::succeed(g, k))
+    }
+
+    fn fail_in(&self, key: &K, domain: &str) -> Answer<Result<Level, InBackoff>> {
+        erase!(self, key, domain, |g, k, d| Gate::fail_in(g, k, d))
+    }
+
+    fn succeed_in(&self, key: &K, domain: &str) -> Answer<()> {
+        erase!(self, key, domain, |g, k, d| Gate::succeed_in(g, k, d))
     }
 
     fn hold(&self, key: &K, wait: Duration) -> Answer<()> {

@@ -119,6 +119,30 @@ pub trait Gate<K>: Send + Sync {
     /// next failure starts over.
     fn succeed(&self, key: &K) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
+    /// [`fail`](Self::fail), naming the dependency that failed (a region,
+    /// a webhook, a host): a gate that sees outages per dependency (the
+    /// outage wrapper of keyed-backoff-outage) counts the failure in that
+    /// domain's outage too. A gate that keeps no domains ignores the name.
+    fn fail_in(
+        &self,
+        key: &K,
+        domain: &str,
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Self::Error>> + Send {
+        let _ = domain;
+        self.fail(key)
+    }
+
+    /// [`succeed`](Self::succeed), naming the dependency that answered,
+    /// as [`fail_in`](Self::fail_in) names one that failed.
+    fn succeed_in(
+        &self,
+        key: &K,
+        domain: &str,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = domain;
+        self.succeed(key)
+    }
+
     /// A floor under `key`'s wait: it may not run for `wait` from now,
     /// whatever its backoff says. A longer floor already in place is kept;
     /// the backoff grows as it would without one.
@@ -177,6 +201,22 @@ impl<K, G: Gate<K> + ?Sized> Gate<K> for std::sync::Arc<G> {
     #[inline]
     fn succeed(&self, key: &K) -> impl Future<Output = Result<(), G::Error>> + Send {
         (**self).succeed(key)
+    }
+
+    fn fail_in(
+        &self,
+        key: &K,
+        domain: &str,
+    ) -> impl Future<Output = Result<Result<Level, InBackoff>, G::Error>> + Send {
+        (**self).fail_in(key, domain)
+    }
+
+    fn succeed_in(
+        &self,
+        key: &K,
+        domain: &str,
+    ) -> impl Future<Output = Result<(), G::Error>> + Send {
+        (**self).succeed_in(key, domain)
     }
 
     fn hold(&self, key: &K, wait: Duration) -> impl Future<Output = Result<(), G::Error>> + Send {

@@ -12,11 +12,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::Lookup;
 
 use crate::decisions::Decisions;
+use crate::domain::DomainOf;
 use crate::key::ObjectKey;
 use crate::manager::ObjectManager;
 use crate::observe;
 use crate::rate_limit::Bucket;
 use crate::stats::{Stats, Tally};
+use keyed_backoff_outage::DomainStatus;
 
 /// One exponential backoff per Kubernetes object, for a kube-runtime
 /// `Controller`. Cheap to clone (clones share the state), so it can live in
@@ -37,6 +39,8 @@ pub struct ObjectBackoff<K: Lookup> {
 struct Shared<K: Lookup> {
     /// The manager, wrapped in outage awareness when the builder asked.
     decisions: Decisions<K>,
+    /// The dependency a reconcile error names, if the builder was told how.
+    domain: Option<DomainOf>,
     /// The controller-wide bucket, if any: every counted failure takes a
     /// token from it.
     bucket: Option<Bucket>,
@@ -80,6 +84,7 @@ where
     /// A backoff deciding through `decisions`, as the builder checked it.
     pub(crate) fn new(
         decisions: Decisions<K>,
+        domain: Option<DomainOf>,
         bucket: Option<Bucket>,
         dyntype: K::DynamicType,
         skip_while_in_backoff: bool,
@@ -87,6 +92,7 @@ where
         Self {
             shared: Arc::new(Shared {
                 decisions,
+                domain,
                 bucket,
                 dyntype,
                 skip_while_in_backoff,
@@ -102,6 +108,14 @@ where
     /// Whether a run of an object in backoff skips the reconcile body.
     pub(crate) fn skips_while_in_backoff(&self) -> bool {
         self.shared.skip_while_in_backoff
+    }
+
+    /// The dependency `error` names, if the builder was told how.
+    pub(crate) fn domain_of<'a>(
+        &self,
+        error: &'a (dyn std::any::Any + 'static),
+    ) -> Option<&'a str> {
+        self.shared.domain.as_ref()?.of(error)
     }
 
     /// What every run asks and every outcome is told to.
@@ -161,7 +175,7 @@ where
     /// ```
     pub fn on_error(&self, obj: &K) -> Action {
         let key = self.key(obj);
-        let answer = self.shared.decisions.fail(&key).now();
+        let answer = self.shared.decisions.fail(&key, None).now();
         self.failed(&key, answer)
     }
 
@@ -346,6 +360,15 @@ where
         self.shared
             .tally
             .read(decisions.outage(), decisions.local_answers())
+    }
+
+    /// Every dependency tracked with an outage of its own, by name: the
+    /// domains reconcile errors named ([`domain`](crate::ObjectBackoffBuilder::domain)),
+    /// whether each one's outage is under way, the objects it parks, its
+    /// outages so far. Empty without outage awareness, and for a fleet's
+    /// store (whose one outage counts every domain's failures).
+    pub fn domains(&self) -> Vec<DomainStatus> {
+        self.shared.decisions.domains()
     }
 
     /// The underlying keyed manager (with a

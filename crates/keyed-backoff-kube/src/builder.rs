@@ -13,6 +13,7 @@ use keyed_backoff::Gate;
 use kube::runtime::reflector::Lookup;
 
 use crate::decisions::Decisions;
+use crate::domain::DomainOf;
 use crate::shared::SharedStore;
 
 use crate::backoff::ObjectBackoff;
@@ -71,6 +72,7 @@ pub struct ObjectBackoffBuilder<K: Lookup> {
     skip_while_in_backoff: Option<bool>,
     outage: Option<OutageSettings>,
     shared: Option<SharedStore<K>>,
+    domain: Option<DomainOf>,
 }
 
 impl<K> ObjectBackoffBuilder<K>
@@ -103,6 +105,7 @@ where
             skip_while_in_backoff: None,
             outage: None,
             shared: None,
+            domain: None,
         }
     }
 
@@ -202,6 +205,50 @@ where
     /// ```
     pub fn outage(mut self, settings: OutageSettings) -> Self {
         self.outage = Some(settings);
+        self
+    }
+
+    /// Names the dependency a failed reconcile's error came from (a
+    /// region, an account, a webhook, a database), so that outage
+    /// awareness sees an outage of that dependency alone: the objects that
+    /// use it are parked on its own ladder while every other object runs
+    /// as before ([`Gate::fail_in`](keyed_backoff::Gate::fail_in),
+    /// `docs/outage.md`). `domain` reads the reconcile's error, of the
+    /// type the reconcile returns; an error of another type, or one it
+    /// names no dependency for, counts in the outage of everything alone.
+    /// Name dependencies only, never an object's own errors (an invalid
+    /// spec): a reconcile's success names no dependency, so a domain is
+    /// judged by its failing objects.
+    ///
+    /// Needs [`outage`](Self::outage), or a store that follows an outage
+    /// ([`shared_outage_aware`](Self::shared_outage_aware), whose fleet
+    /// counts a domain's failures in its one outage): `build` refuses it
+    /// otherwise.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use keyed_backoff_kube::{ObjectBackoffBuilder, OutageSettings};
+    /// #[derive(Debug)]
+    /// enum Error {
+    ///     Region(String),
+    ///     Invalid,
+    /// }
+    /// let backoff = ObjectBackoffBuilder::<ConfigMap>::workqueue()
+    ///     .outage(OutageSettings::default())
+    ///     .domain(|error: &Error| match error {
+    ///         Error::Region(region) => Some(region.as_str()),
+    ///         Error::Invalid => None,
+    ///     })
+    ///     .build()?;
+    /// assert!(backoff.domains().is_empty()); // none has failed yet
+    /// # Ok::<(), keyed_backoff_kube::ConfigError>(())
+    /// ```
+    pub fn domain<E, F>(mut self, domain: F) -> Self
+    where
+        E: 'static,
+        F: for<'a> Fn(&'a E) -> Option<&'a str> + Send + Sync + 'static,
+    {
+        self.domain = Some(DomainOf::new(domain));
         self
     }
 
@@ -357,6 +404,18 @@ where
                 false,
             ));
         }
+        let follows_outage = outage
+            || self
+                .shared
+                .as_ref()
+                .is_some_and(|store| store.status.is_some());
+        if self.domain.is_some() && !follows_outage {
+            return Err(ConfigError::new(
+                "domain",
+                "set with outage detection on (`outage`) or a shared store that follows an outage",
+                "no outage",
+            ));
+        }
         if outage && self.shared.is_some() {
             return Err(ConfigError::new(
                 "outage",
@@ -388,6 +447,7 @@ where
         let bucket = self.bucket.map(BucketLimit::check).transpose()?;
         Ok(ObjectBackoff::new(
             decisions,
+            self.domain,
             bucket.map(Bucket::new),
             self.dyntype,
             self.skip_while_in_backoff.unwrap_or(outage || shared),

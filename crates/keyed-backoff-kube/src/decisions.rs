@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keyed_backoff::{Answer, DynGate, InBackoff, Level};
-use keyed_backoff_outage::OutageStatus;
+use keyed_backoff_outage::{DomainStatus, OutageStatus};
 use kube::runtime::reflector::Lookup;
 
 use crate::key::ObjectKey;
@@ -117,14 +117,20 @@ where
             .await
     }
 
-    /// A failure of `key`, counted at most once per backoff: taken at once
-    /// or awaited ([`Asked`]).
+    /// A failure of `key`, in the dependency `domain` when the error named
+    /// one, counted at most once per backoff: taken at once or awaited
+    /// ([`Asked`]).
     pub(crate) fn fail<'a>(
         &'a self,
         key: &'a ObjectKey<K>,
+        domain: Option<&str>,
     ) -> Asked<'a, K, Result<Level, InBackoff>, impl FnOnce() -> Result<Level, InBackoff>> {
         let fallback = || local(self.manager.fail(key));
-        self.asked(key, "fail", self.gate.fail(key), fallback)
+        let answer = match domain {
+            Some(domain) => self.gate.fail_in(key, domain),
+            None => self.gate.fail(key),
+        };
+        self.asked(key, "fail", answer, fallback)
     }
 
     /// A success of `key`, taken as [`fail`](Self::fail) is; and whether
@@ -158,6 +164,13 @@ where
             fallback: self.fallbacks.get(),
             not_at_once: self.not_at_once.get(),
         }
+    }
+
+    /// The domains tracked by the outage the gate follows, if any.
+    pub(crate) fn domains(&self) -> Vec<DomainStatus> {
+        self.outage
+            .as_deref()
+            .map_or_else(Vec::new, OutageStatus::domains)
     }
 
     /// The outage's state, when the gate follows one: the builder's

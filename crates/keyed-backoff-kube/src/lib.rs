@@ -111,6 +111,7 @@
 mod backoff;
 mod builder;
 mod decisions;
+mod domain;
 #[cfg(feature = "fair")]
 mod fair;
 mod key;
@@ -135,7 +136,7 @@ pub use fair_admission;
 pub use key::ObjectKey;
 pub use keyed_backoff;
 pub use keyed_backoff_outage;
-pub use keyed_backoff_outage::OutageSettings;
+pub use keyed_backoff_outage::{DomainStatus, OutageSettings};
 pub use manager::ObjectManager;
 // The core's types in this crate's signatures, named from here.
 pub use keyed_backoff::{

@@ -90,6 +90,18 @@ where
         Gate::succeed(&*self.0, &key.store_key()).await
     }
 
+    async fn fail_in(
+        &self,
+        key: &ObjectKey<K>,
+        domain: &str,
+    ) -> Result<Result<Level, InBackoff>, G::Error> {
+        Gate::fail_in(&*self.0, &key.store_key(), domain).await
+    }
+
+    async fn succeed_in(&self, key: &ObjectKey<K>, domain: &str) -> Result<(), G::Error> {
+        Gate::succeed_in(&*self.0, &key.store_key(), domain).await
+    }
+
     async fn hold(&self, key: &ObjectKey<K>, wait: Duration) -> Result<(), G::Error> {
         Gate::hold(&*self.0, &key.store_key(), wait).await
     }

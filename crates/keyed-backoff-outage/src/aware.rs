@@ -172,13 +172,17 @@ impl<G, S: OutageState> OutageAware<G, S> {
         self.state.tally().outages
     }
 
-    /// A failure of `key` in `domain`: the dependency that failed, as the
-    /// caller names it (a region, a webhook, a host). It is
-    /// [`Gate::fail`], and it also feeds `domain`'s own outage: an outage
-    /// of one dependency is seen when the keys that use it fail, however
-    /// many other keys go on succeeding. The key is remembered in `domain`
-    /// until it succeeds, so that a caller asking to run it
-    /// ([`Gate::claim`]) waits on that domain's outage too.
+    /// Every domain tracked now, by name: whether its outage is under way,
+    /// the keys it parks, its outages so far.
+    ///
+    /// A domain is the dependency a failure came from, as the caller names
+    /// it (a region, a webhook, a host): [`Gate::fail_in`]. It is
+    /// [`Gate::fail`], and it also feeds the domain's own outage: an
+    /// outage of one dependency is seen when the keys that use it fail,
+    /// however many other keys go on succeeding. The key is remembered in
+    /// the domain until it succeeds, so that a caller asking to run it
+    /// ([`Gate::claim`]) waits on that domain's outage too;
+    /// [`Gate::succeed_in`] names a success's domain.
     ///
     /// A key obeys the outage of everything first: while that parks it,
     /// its domain is not asked. Otherwise its domain's outage rules it as
@@ -223,33 +227,6 @@ impl<G, S: OutageState> OutageAware<G, S> {
     /// })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn fail_in<K>(
-        &self,
-        key: &K,
-        domain: &str,
-    ) -> Result<Result<Level, InBackoff>, G::Error>
-    where
-        K: Hash + Sync,
-        G: Gate<K>,
-    {
-        self.failed(key, Some(domain)).await
-    }
-
-    /// A success of `key` in `domain`: [`Gate::succeed`], also counted in
-    /// `domain`'s outage (a caller that knows the domain of a success, such
-    /// as a middleware keyed by host, names it, so that a domain whose keys
-    /// mostly succeed is not taken for one in an outage). A success named
-    /// with no domain counts in the domain the key last failed in.
-    pub async fn succeed_in<K>(&self, key: &K, domain: &str) -> Result<(), G::Error>
-    where
-        K: Hash + Sync,
-        G: Gate<K>,
-    {
-        self.succeeded(key, Some(domain)).await
-    }
-
-    /// Every domain tracked now, by name: whether its outage is under way,
-    /// the keys it parks, its outages so far.
     pub fn domains(&self) -> Vec<DomainStatus> {
         self.state.domains()
     }
@@ -307,6 +284,17 @@ where
 
     async fn succeed(&self, key: &K) -> Result<(), G::Error> {
         self.succeeded(key, None).await
+    }
+
+    /// [`fail`](Gate::fail), counted in `domain`'s own outage too
+    /// ([`OutageAware::domains`]).
+    async fn fail_in(&self, key: &K, domain: &str) -> Result<Result<Level, InBackoff>, G::Error> {
+        self.failed(key, Some(domain)).await
+    }
+
+    /// [`succeed`](Gate::succeed), counted in `domain`'s own outage too.
+    async fn succeed_in(&self, key: &K, domain: &str) -> Result<(), G::Error> {
+        self.succeeded(key, Some(domain)).await
     }
 
     async fn hold(&self, key: &K, wait: Duration) -> Result<(), G::Error> {
@@ -385,6 +373,10 @@ impl<G: Send + Sync, S: OutageState> OutageStatus for OutageAware<G, S> {
 
     fn outages(&self) -> u64 {
         OutageAware::outages(self)
+    }
+
+    fn domains(&self) -> Vec<DomainStatus> {
+        OutageAware::domains(self)
     }
 }
 

@@ -3,7 +3,7 @@
 //! everything.
 //!
 //! A domain is named by the caller when it reports a failure
-//! ([`OutageAware::fail_in`](crate::OutageAware::fail_in)). Its outage is
+//! ([`OutageAware::domains`](crate::OutageAware::domains)). Its outage is
 //! a [`Watch`] of its own: the same detector, ladder, probes and release,
 //! fed only the failures named with the domain and the successes of the
 //! keys that failed in it. A key is remembered in the domain it last

@@ -35,7 +35,7 @@ const FASTEST_RELEASE: f64 = 1_000_000.0;
 /// | [`ladder`](Self::ladder) | 1 s doubling to 4 s | the one wait every parked key shares |
 /// | [`probes`](Self::probes) | 3 per step | keys that may try the dependency per step of the ladder |
 /// | [`release_rate`](Self::release_rate) | 200 keys/s | how fast parked keys are let go after recovery |
-/// | [`max_domains`](Self::max_domains) | 64 | domains tracked at once, each with an outage of its own ([`OutageAware::fail_in`](crate::OutageAware::fail_in)) |
+/// | [`max_domains`](Self::max_domains) | 64 | domains tracked at once, each with an outage of its own ([`OutageAware::domains`](crate::OutageAware::domains)) |
 ///
 /// Why these defaults:
 ///
@@ -190,7 +190,7 @@ impl OutageSettings {
 
     /// The most domains tracked at once (1 to 10,000), each with an outage
     /// of its own: the dependencies failures name
-    /// ([`OutageAware::fail_in`](crate::OutageAware::fail_in)). At the cap,
+    /// ([`OutageAware::domains`](crate::OutageAware::domains)). At the cap,
     /// a new domain takes the place of the one idle longest with no outage
     /// under way; if every tracked domain has one, the new domain is not
     /// tracked and its failures count in the outage of everything alone.

@@ -1,6 +1,7 @@
 //! [`OutageStatus`]: what an outage-aware gate reports, for code that holds
 //! it behind another type (a controller's backoff, a middleware).
 
+use crate::domains::DomainStatus;
 use std::sync::Arc;
 
 /// What an outage-aware gate reports: whether an outage is under way, the
@@ -33,6 +34,13 @@ pub trait OutageStatus: Send + Sync {
 
     /// Outages declared so far.
     fn outages(&self) -> u64;
+
+    /// Every domain tracked, with its own outage
+    /// ([`OutageAware::domains`](crate::OutageAware::domains)); none for a
+    /// gate that keeps no domains.
+    fn domains(&self) -> Vec<DomainStatus> {
+        Vec::new()
+    }
 }
 
 /// A shared gate reports what the gate reports.
@@ -47,5 +55,9 @@ impl<T: OutageStatus + ?Sized> OutageStatus for Arc<T> {
 
     fn outages(&self) -> u64 {
         (**self).outages()
+    }
+
+    fn domains(&self) -> Vec<DomainStatus> {
+        (**self).domains()
     }
 }

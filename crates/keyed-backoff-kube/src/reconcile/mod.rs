@@ -165,6 +165,7 @@ where
         run: std::thread::Result<Fut>,
     ) -> Result<Action, ReconcileError<E>>
     where
+        E: 'static,
         Fut: Future<Output = Result<Action, E>>,
     {
         let outcome = match run {
@@ -178,7 +179,12 @@ where
                 self.succeeded(key, had);
                 return Ok(action);
             }
-            Ok(Err(e)) => ReconcileError::reconcile(e),
+            Ok(Err(e)) => {
+                let domain = self.domain_of(&e);
+                let answer = self.decisions().fail(key, domain).get().await;
+                let requeue = self.failed(key, answer);
+                return Err(ReconcileError::reconcile(e).with_requeue(requeue));
+            }
             Err(payload) => {
                 self.tally().panics.add_one();
                 let message = error::panic_message(&*payload);
@@ -186,7 +192,7 @@ where
                 ReconcileError::panicked(message)
             }
         };
-        let answer = self.decisions().fail(key).get().await;
+        let answer = self.decisions().fail(key, None).get().await;
         Err(error.with_requeue(self.failed(key, answer)))
     }
 }

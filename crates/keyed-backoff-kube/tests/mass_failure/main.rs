@@ -6,6 +6,7 @@ mod detected;
 #[cfg(feature = "fair")]
 mod fair;
 mod outage;
+mod partial;
 #[path = "../support/mod.rs"]
 mod support;
 
