@@ -24,6 +24,9 @@
 //!   clock standing still, that would be an outage, and rightly.
 //! - **wait** and **claim**: the check before running a key, half of the
 //!   keys in backoff and half free.
+//! - **`fail_in`**: the failure rows again through `Gate::fail_in`, each
+//!   key in one of eight domains (a dependency the failure names), against
+//!   the wrapper's `Gate::fail` (one domain, the outage of everything).
 //!
 //! On two threads each thread has its own half of the keys.
 
@@ -71,6 +74,33 @@ fn failed<G: Gate<String>>(gate: &G, key: &String) -> u64 {
         Ok(Err(refused)) => refused.remaining.as_nanos() as u64,
         Err(_) => u64::MAX,
     }
+}
+
+/// The domains failures name: a key's is fixed by its last byte.
+const DOMAINS: [&str; 8] = [
+    "eu-west", "eu-north", "us-east", "us-west", "ap-south", "ap-east", "webhook", "registry",
+];
+
+fn domain(key: &str) -> &'static str {
+    DOMAINS[usize::from(key.as_bytes().last().copied().unwrap_or(0)) % DOMAINS.len()]
+}
+
+/// `Gate::fail_in`'s answer as a number, the key's domain named.
+fn failed_in<G: Gate<String>>(gate: &G, key: &String) -> u64 {
+    match ready(gate.fail_in(key, domain(key))) {
+        Ok(Ok(level)) => u64::from(level.attempts),
+        Ok(Err(refused)) => refused.remaining.as_nanos() as u64,
+        Err(_) => u64::MAX,
+    }
+}
+
+/// [`failed_some_fresh`], the failures and successes naming the key's
+/// domain (as a middleware keyed by host names both).
+fn failed_in_some_fresh<G: Gate<String>>(gate: &G, i: usize, key: &String) -> u64 {
+    if i.is_multiple_of(4) {
+        let _ = ready(gate.succeed_in(key, domain(key)));
+    }
+    failed_in(gate, key)
 }
 
 /// A failure, every fourth (by its number `i`) after a success of its
@@ -169,7 +199,7 @@ fn main() {
     // manager's keys start their ladders before it is wrapped: a thousand
     // keys newly failing with nothing succeeding is an outage.
     let initial = Duration::from_secs(10);
-    let [bare_f, inner_f] = [0; 2].map(|_| manager(Duration::ZERO, &failures_clock));
+    let [bare_f, inner_f, inner_d] = [0; 3].map(|_| manager(Duration::ZERO, &failures_clock));
     let [bare_c, inner_c] = [0; 2].map(|_| manager(initial, &clock));
     for (i, k) in keys.iter().enumerate() {
         if i % 2 == 0 {
@@ -181,17 +211,19 @@ fn main() {
     for (i, k) in keys.iter().enumerate() {
         failed(&bare_f, k);
         failed(&inner_f, k);
+        failed(&inner_d, k);
         if i % 2 == 1 {
             failed(&bare_c, k);
             failed(&inner_c, k);
         }
     }
     let wrapped_f = wrapped(inner_f, &failures_clock);
+    let wrapped_d = wrapped(inner_d, &failures_clock);
     let wrapped_c = wrapped(inner_c, &clock);
     assert_eq!(ready(bare_c.wait(&keys[0])), Ok(None));
     assert!(ready(bare_c.wait(&keys[1])).expect("ready").is_some());
 
-    // `wrapper count <bare|wrapped> <fail|fresh|wait|claim> <calls>` (or
+    // `wrapper count <bare|wrapped> <fail|fresh|fail_in|fresh_in|wait|claim> <calls>` (or
     // `count bare <try_next_now|remaining> <calls>`): the calls alone,
     // untimed, for `valgrind --tool=callgrind` (the same count on a busy
     // machine as on an idle one).
@@ -208,6 +240,8 @@ fn main() {
                 ("fail", false) => failed(&wrapped_f, k),
                 ("fresh", true) => failed_some_fresh(&bare_f, i, k),
                 ("fresh", false) => failed_some_fresh(&wrapped_f, i, k),
+                ("fail_in", false) => failed_in(&wrapped_d, k),
+                ("fresh_in", false) => failed_in_some_fresh(&wrapped_d, i, k),
                 ("wait", true) => waited(&bare_c, k),
                 ("wait", false) => waited(&wrapped_c, k),
                 ("claim", true) => claimed(&bare_c, k),
@@ -215,7 +249,7 @@ fn main() {
                 // The manager's own methods that its Gate calls are.
                 ("try_next_now", true) => bare_try_next_now(&bare_f, k),
                 ("remaining", true) => bare_remaining(&bare_c, k),
-                _ => panic!("count <bare|wrapped> <fail|fresh|wait|claim> <calls>, or count bare <try_next_now|remaining> <calls>"),
+                _ => panic!("count <bare|wrapped> <fail|fresh|fail_in|fresh_in|wait|claim> <calls>, or count bare <try_next_now|remaining> <calls>"),
             });
         }
         std::hint::black_box(acc);
@@ -243,6 +277,13 @@ fn main() {
                 }),
             ),
         ];
+        targets.push((
+            "OutageAware fail_in, 8 domains",
+            Box::new(|| {
+                past_the_window();
+                threads.time(|_, k| failed_in(&wrapped_d, k))
+            }),
+        ));
         if one {
             targets.push((
                 "bare try_next_now",
@@ -252,7 +293,12 @@ fn main() {
                 }),
             ));
         }
-        table(&format!("fail, continuing, {label}"), rounds, targets, &[0]);
+        table(
+            &format!("fail, continuing, {label}"),
+            rounds,
+            targets,
+            &[0, 1],
+        );
 
         let targets: Vec<Target> = vec![
             (
@@ -269,9 +315,16 @@ fn main() {
                     threads.time(|i, k| failed_some_fresh(&wrapped_f, i, k))
                 }),
             ),
+            (
+                "OutageAware fail_in, 8 domains",
+                Box::new(|| {
+                    past_the_window();
+                    threads.time(|i, k| failed_in_some_fresh(&wrapped_d, i, k))
+                }),
+            ),
         ];
         let title = format!("fail, 1 in 4 fresh (after a success), {label}");
-        table(&title, rounds, targets, &[0]);
+        table(&title, rounds, targets, &[0, 1]);
 
         let mut targets: Vec<Target> = vec![
             (
@@ -301,5 +354,11 @@ fn main() {
         table(&title, rounds, targets, &[0, 2]);
     }
     assert!(!wrapped_f.in_outage() && wrapped_f.outages() == 0);
+    assert!(!wrapped_d.in_outage() && wrapped_d.outages() == 0);
+    assert!(
+        wrapped_d.domains().iter().all(|d| d.outages == 0),
+        "{:?}",
+        wrapped_d.domains()
+    );
     assert!(!wrapped_c.in_outage() && wrapped_c.outages() == 0);
 }

@@ -254,7 +254,7 @@ where
     const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && S::AT_ONCE;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active(None).await {
+        if !self.state.active().await {
             return self.inner.wait(key).await;
         }
         Ok(match self.own(key).await? {
@@ -266,7 +266,7 @@ where
     /// During an outage the key's own wait and level are read together
     /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active(None).await {
+        if !self.state.active().await {
             return self.inner.claim(key).await;
         }
         Ok(match self.own(key).await? {
@@ -307,7 +307,7 @@ where
 
     async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() || !self.state.active(None).await {
+        if own.is_some() || !self.state.active().await {
             return Ok((level, own));
         }
         Ok((level, self.state.peek(key, level).await))
@@ -330,7 +330,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
         K: Hash + Sync,
         G: Gate<K>,
     {
-        if self.state.active(domain).await {
+        if self.state.active().await {
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
             let (level, own) = self.inner.standing(key).await?;

@@ -5,8 +5,10 @@
 //! A domain is named by the caller when it reports a failure
 //! ([`OutageAware::domains`](crate::OutageAware::domains)). Its outage is
 //! a [`Watch`] of its own: the same detector, ladder, probes and release,
-//! fed only the failures named with the domain and the successes of the
-//! keys that failed in it. A key is remembered in the domain it last
+//! fed the failures named with the domain that start a key's ladder (a
+//! failure that goes on with one counts in the outage of everything
+//! alone, and costs nothing more than there), the successes named with
+//! it, and the successes of the keys remembered in it. A key is remembered in the domain it last
 //! failed in, by a hash, until it succeeds, so that a caller asking to run
 //! it (a claim, which names no domain) is answered by its domain's outage.
 //!
@@ -18,7 +20,6 @@
 //! alone). At most [`MAX_KEYS`] keys are remembered; past that, a failing
 //! key is not (its claims are answered by the outage of everything alone).
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use keyed_backoff::Level;
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
 use crate::settings::OutageSettings;
 use crate::watch::Watch;
@@ -47,9 +48,14 @@ pub(crate) struct Domains {
     settings: OutageSettings,
     seed: u64,
     hasher: foldhash::quality::FixedState,
-    named: RwLock<HashMap<Box<str>, Arc<Named>>>,
-    keys: DashMap<u64, Arc<Named>>,
+    /// Read without a lock shared by all (its shards'); changed under
+    /// `tracking`, one change at a time.
+    named: DashMap<Box<str>, Arc<Named>, foldhash::fast::FixedState>,
+    tracking: Mutex<()>,
+    keys: DashMap<u64, Arc<Named>, foldhash::fast::FixedState>,
     remembered: AtomicUsize,
+    /// Domains with an outage or a release under way.
+    actives: Arc<AtomicUsize>,
 }
 
 /// A domain's state, as [`OutageAware::domains`](crate::OutageAware::domains)
@@ -77,10 +83,19 @@ impl Domains {
             settings,
             seed,
             hasher: foldhash::quality::FixedState::with_seed(seed ^ 0x6b65_7965_642d_646f),
-            named: RwLock::new(HashMap::new()),
-            keys: DashMap::new(),
+            named: DashMap::default(),
+            tracking: Mutex::new(()),
+            keys: DashMap::default(),
             remembered: AtomicUsize::new(0),
+            actives: Arc::default(),
         }
+    }
+
+    /// Whether any domain has an outage or a release under way: while
+    /// none has, no key is asked about its domain.
+    #[inline]
+    pub(crate) fn any_active(&self) -> bool {
+        self.actives.load(Ordering::Relaxed) > 0
     }
 
     /// Whether any key is remembered in a domain: while none is, no claim
@@ -96,41 +111,63 @@ impl Domains {
         self.hasher.hash_one(key)
     }
 
-    /// The domain named `name`, tracked from now if it was not (at `at`),
-    /// or `None` when the cap is reached and every tracked domain has an
-    /// outage under way.
-    pub(crate) fn named(&self, name: &str, at: Duration) -> Option<Arc<Named>> {
-        if let Some(domain) = self.named.read().get(name) {
-            domain.used.store(nanos(at), Ordering::Relaxed);
-            return Some(Arc::clone(domain));
+    /// The domain named `name`, tracked from now if it was not (`at`,
+    /// read only then), or `None` when the cap is reached and every
+    /// tracked domain has an outage under way.
+    #[inline]
+    pub(crate) fn named(&self, name: &str, at: impl FnOnce() -> Duration) -> Option<Arc<Named>> {
+        if let Some(domain) = self.named.get(name) {
+            return Some(Arc::clone(&domain));
         }
-        let mut named = self.named.write();
-        if let Some(domain) = named.get(name) {
-            return Some(Arc::clone(domain));
+        self.track(name, at())
+    }
+
+    /// Marks `domain` used at `at` (a fresh failure in it): the domain idle
+    /// longest is the one whose keys last newly failed longest ago.
+    pub(crate) fn used(&self, domain: &Named, at: Duration) {
+        domain.used.store(nanos(at), Ordering::Relaxed);
+    }
+
+    #[inline(never)]
+    fn track(&self, name: &str, at: Duration) -> Option<Arc<Named>> {
+        let _tracking = self.tracking.lock();
+        if let Some(domain) = self.named.get(name) {
+            return Some(Arc::clone(&domain));
         }
-        if named.len() >= self.settings.max_domains as usize {
-            let idle = named
-                .values()
+        if self.named.len() >= self.settings.max_domains as usize {
+            let idle = self
+                .named
+                .iter()
                 .filter(|domain| !domain.watch.active())
                 .min_by_key(|domain| domain.used.load(Ordering::Relaxed))
                 .map(|domain| domain.name.clone())?;
-            let gone = named.remove(&idle).expect("found above");
+            let (_, gone) = self.named.remove(&idle).expect("found above");
             self.keys.retain(|_, domain| !Arc::ptr_eq(domain, &gone));
             self.remembered.store(self.keys.len(), Ordering::Relaxed);
         }
         let seed = self.seed ^ self.hash(name);
         let domain = Arc::new(Named {
             name: name.into(),
-            watch: Watch::new(self.settings, seed),
+            watch: Watch::counted(self.settings, seed, Some(Arc::clone(&self.actives))),
             used: AtomicU64::new(nanos(at)),
         });
-        named.insert(name.into(), Arc::clone(&domain));
+        self.named.insert(name.into(), Arc::clone(&domain));
         Some(domain)
+    }
+
+    /// The domain `key` last failed in, if it is remembered and any domain
+    /// has an outage under way (else no domain is asked about a key).
+    #[inline]
+    pub(crate) fn of<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
+        if !self.any_active() {
+            return None;
+        }
+        self.remembered_in(key)
     }
 
     /// The domain `key` last failed in, if it is remembered.
     #[inline]
-    pub(crate) fn of<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
+    pub(crate) fn remembered_in<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
         if !self.any_remembered() {
             return None;
         }
@@ -148,29 +185,23 @@ impl Domains {
         }
     }
 
-    /// Forgets the key with `hash` (it succeeded).
+    /// Forgets the key with `hash` (it succeeded): a read first, as most
+    /// keys that succeed were never remembered.
     #[inline]
     pub(crate) fn forget(&self, hash: u64) {
-        if self.any_remembered() && self.keys.remove(&hash).is_some() {
+        if self.any_remembered()
+            && self.keys.contains_key(&hash)
+            && self.keys.remove(&hash).is_some()
+        {
             self.remembered.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-
-    /// Whether the domain named `name` is tracked with an outage or its
-    /// release under way.
-    pub(crate) fn active(&self, name: &str) -> bool {
-        self.named
-            .read()
-            .get(name)
-            .is_some_and(|domain| domain.watch.active())
     }
 
     /// Every tracked domain's state, by name.
     pub(crate) fn statuses(&self) -> Vec<DomainStatus> {
         let mut all: Vec<DomainStatus> = self
             .named
-            .read()
-            .values()
+            .iter()
             .map(|domain| {
                 let tally = domain.watch.tally();
                 DomainStatus {

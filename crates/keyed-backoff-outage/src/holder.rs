@@ -42,9 +42,8 @@ pub(crate) mod sealed {
         const AT_ONCE: bool = false;
 
         /// Whether an outage or its release is under way: the outage of
-        /// everything, the outage of the domain a caller names, or, with
-        /// none named, of any domain a key is remembered in.
-        fn active(&self, domain: Option<&str>) -> impl Future<Output = bool> + Send;
+        /// everything, or of any domain.
+        fn active(&self) -> impl Future<Output = bool> + Send;
 
         /// The wait the key would be told if it asked to run, changing
         /// nothing.
@@ -123,15 +122,17 @@ impl<C: Clock> InProcess<C> {
         self.clock.now().saturating_duration_since(self.epoch)
     }
 
-    /// A counted failure of `key` named with the domain `name`: told to
-    /// that domain's outage, the key remembered in it.
+    /// A fresh failure of `key` (it started the key's ladder) named with
+    /// the domain `name`: told to that domain's outage, the key
+    /// remembered in it.
     #[inline(never)]
-    fn failed_in<Q: Hash + ?Sized>(&self, key: &Q, fresh: bool, name: &str) {
-        let at = self.now();
-        let Some(domain) = self.domains.named(name, at) else {
+    fn failed_in<Q: Hash + ?Sized>(&self, key: &Q, name: &str) {
+        let Some(domain) = self.domains.named(name, || self.now()) else {
             return;
         };
-        domain.watch.failed(key, fresh, at, observe::outage);
+        let at = self.now();
+        domain.watch.failed(key, true, at, observe::outage);
+        self.domains.used(&domain, at);
         self.domains.remember(self.domains.hash(key), &domain);
     }
 
@@ -139,13 +140,12 @@ impl<C: Clock> InProcess<C> {
     /// the domain the key is remembered in, which forgets it.
     #[inline(never)]
     fn succeeded_in<Q: Hash + ?Sized>(&self, key: &Q, name: Option<&str>) {
-        let at = self.now();
         let domain = match name {
-            Some(name) => self.domains.named(name, at),
-            None => self.domains.of(key),
+            Some(name) => self.domains.named(name, || self.now()),
+            None => self.domains.remembered_in(key),
         };
         if let Some(domain) = domain {
-            domain.watch.succeeded(key, at, observe::outage);
+            domain.watch.succeeded(key, || self.now(), observe::outage);
         }
         self.domains.forget(self.domains.hash(key));
     }
@@ -156,12 +156,8 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
     const AT_ONCE: bool = true;
 
     #[inline]
-    fn active(&self, domain: Option<&str>) -> impl Future<Output = bool> + Send {
-        done(
-            self.watch.active()
-                || self.domains.any_remembered()
-                || domain.is_some_and(|name| self.domains.active(name)),
-        )
+    fn active(&self) -> impl Future<Output = bool> + Send {
+        done(self.watch.active() || self.domains.any_active())
     }
 
     fn peek<Q: Hash + Sync + ?Sized>(
@@ -190,7 +186,7 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
         }
         let domain = match domain {
             // A key failing in a domain belongs to it, parked or not.
-            Some(name) => self.domains.named(name, at).inspect(|domain| {
+            Some(name) => self.domains.named(name, || at).inspect(|domain| {
                 self.domains.remember(self.domains.hash(key), domain);
             }),
             None => self.domains.of(key),
@@ -216,8 +212,11 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
             let fresh = level.attempts == 1;
             self.watch
                 .failed(key, fresh, || self.now(), observe::outage);
-            if let Some(name) = domain {
-                self.failed_in(key, fresh, name);
+            // A domain hears of the failures that start its keys' ladders
+            // (and of their successes): a failure that goes on with a
+            // key's ladder counts in the outage of everything alone.
+            if let (true, Some(name)) = (fresh, domain) {
+                self.failed_in(key, name);
             }
         }
         done(outcome)

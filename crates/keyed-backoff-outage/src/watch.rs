@@ -18,6 +18,7 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -45,6 +46,9 @@ pub(crate) struct Watch<L> {
     hasher: foldhash::quality::FixedState,
     /// False while nothing is parked: the common calls skip the lock.
     active: AtomicBool,
+    /// Counts this watch while it is active, with the other watches that
+    /// share it (a process's domains).
+    actives: Option<Arc<AtomicUsize>>,
     /// Every failure and success told outside the lock: the detector
     /// reads their totals when a fresh failure comes.
     told: Box<[Told; OWNED + 1]>,
@@ -177,15 +181,37 @@ impl<F: FnOnce() -> Duration> At for F {
 impl<L: Copy> Watch<L> {
     /// A watch for validated `settings`; `seed` draws the keys' slots.
     pub(crate) fn new(settings: OutageSettings, seed: u64) -> Self {
+        Self::counted(settings, seed, None)
+    }
+
+    /// [`new`](Self::new), counted in `actives` while active.
+    pub(crate) fn counted(
+        settings: OutageSettings,
+        seed: u64,
+        actives: Option<Arc<AtomicUsize>>,
+    ) -> Self {
         Watch {
             settings,
             hasher: foldhash::quality::FixedState::with_seed(seed),
             active: AtomicBool::new(false),
+            actives,
             told: Box::default(),
             inner: Locked(Mutex::new(Inner {
                 state: State::new(&settings),
                 parked: HashMap::default(),
             })),
+        }
+    }
+
+    /// Marks the watch active or not, counted in `actives` (under the
+    /// lock: changes come one at a time).
+    fn set_active(&self, active: bool) {
+        let was = self.active.swap(active, Ordering::Relaxed);
+        if let Some(actives) = self.actives.as_ref().filter(|_| was != active) {
+            match active {
+                true => _ = actives.fetch_add(1, Ordering::Relaxed),
+                false => _ = actives.fetch_sub(1, Ordering::Relaxed),
+            }
         }
     }
 
@@ -244,7 +270,7 @@ impl<L: Copy> Watch<L> {
             state.detector.totals(failures.saturating_sub(1), successes);
             let began = state.fresh(&self.settings, &mut inner.parked, hash, at);
             if began.is_some() {
-                self.active.store(true, Ordering::Relaxed);
+                self.set_active(true);
             }
             began
         };
@@ -342,7 +368,7 @@ impl<L: Copy> Watch<L> {
             .state
             .decide(&self.settings, &mut inner.parked, hash, at, asked, level);
         if !inner.state.active() {
-            self.active.store(false, Ordering::Relaxed);
+            self.set_active(false);
         }
         decided
     }

@@ -388,7 +388,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
 /// a domain a failure names is not tracked apart (its failures and
 /// successes count in the fleet's outage of everything).
 impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
-    async fn active(&self, _domain: Option<&str>) -> bool {
+    async fn active(&self) -> bool {
         let now = self.local_now();
         let (active, recent) = {
             let seen = self.seen.lock();
