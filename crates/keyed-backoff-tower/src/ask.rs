@@ -16,19 +16,20 @@ use crate::error::BoxError;
 /// A remote gate's answer, still to come.
 pub(crate) type Pending<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 
-/// `steps`, composed of the gate's questions: asked in place over a gate
-/// that answers at once, else one boxed future owning clones of the gate
-/// and the key.
+/// `steps`, composed of the gate's questions about a key and its domain:
+/// asked in place over a gate that answers at once, else one boxed future
+/// owning clones of the gate, the key and the domain's name.
 macro_rules! compose {
-    ($gate:expr, $key:expr, |$g:ident, $k:ident| $steps:expr) => {{
-        let (gate, key) = ($gate, $key);
+    ($gate:expr, $key:expr, $domain:expr, |$g:ident, $k:ident, $d:ident| $steps:expr) => {{
+        let (gate, key, domain) = ($gate, $key, $domain);
         if gate.answers_at_once() {
-            let ($g, $k): (&dyn DynGate<_>, _) = (&**gate, key);
+            let ($g, $k, $d): (&dyn DynGate<_>, _, Option<&str>) = (&**gate, key, domain);
             Answer::at_once($steps)
         } else {
-            let (gate, key) = (Arc::clone(gate), key.clone());
+            let (gate, key, domain) = (Arc::clone(gate), key.clone(), domain.map(str::to_owned));
             Answer::Later(Box::pin(async move {
-                let ($g, $k): (&dyn DynGate<_>, _) = (&*gate, &key);
+                let ($g, $k, $d): (&dyn DynGate<_>, _, Option<&str>) =
+                    (&*gate, &key, domain.as_deref());
                 $steps.await
             }))
         }
@@ -41,30 +42,40 @@ pub(crate) fn remaining<K>(gate: &Arc<dyn DynGate<K>>, key: &K) -> Answer<Option
     gate.claim(key)
 }
 
-/// A failure for `key`: its backoff advances, at most once per window
-/// however many requests fail for it; then the floor `hold` (a server's
-/// `Retry-After`) if there is one, a longer one in place being kept; then,
-/// if `then_wait`, the wait left before a retry.
+/// A failure for `key` (in the dependency `domain`, if the layer names
+/// one): its backoff advances, at most once per window however many
+/// requests fail for it; then the floor `hold` (a server's `Retry-After`)
+/// if there is one, a longer one in place being kept; then, if
+/// `then_wait`, the wait left before a retry.
 pub(crate) fn failed<K>(
     gate: &Arc<dyn DynGate<K>>,
     key: &K,
+    domain: Option<&str>,
     hold: Option<Duration>,
     then_wait: bool,
 ) -> Answer<Option<Duration>>
 where
     K: Clone + Send + Sync + 'static,
 {
-    compose!(gate, key, |g, k| record_failure(g, k, hold, then_wait))
+    compose!(gate, key, domain, |g, k, d| record_failure(
+        g, k, d, hold, then_wait
+    ))
 }
 
 async fn record_failure<K>(
     gate: &dyn DynGate<K>,
     key: &K,
+    domain: Option<&str>,
     hold: Option<Duration>,
     then_wait: bool,
 ) -> Result<Option<Duration>, BoxError> {
     // In backoff already: another request advanced this window.
-    let _ = gate.fail(key).get().await?;
+    let _ = match domain {
+        Some(domain) => gate.fail_in(key, domain),
+        None => gate.fail(key),
+    }
+    .get()
+    .await?;
     if let Some(wait) = hold {
         gate.hold(key, wait).get().await?;
     }
@@ -78,16 +89,25 @@ async fn record_failure<K>(
 /// A success for `key`: once its window has passed, its backoff and any
 /// hold are forgotten. Within the window the success answers a request
 /// sent before the key's latest failure, and changes nothing.
-pub(crate) fn succeeded<K>(gate: &Arc<dyn DynGate<K>>, key: &K) -> Answer<()>
+pub(crate) fn succeeded<K>(gate: &Arc<dyn DynGate<K>>, key: &K, domain: Option<&str>) -> Answer<()>
 where
     K: Clone + Send + Sync + 'static,
 {
-    compose!(gate, key, |g, k| record_success(g, k))
+    compose!(gate, key, domain, |g, k, d| record_success(g, k, d))
 }
 
-async fn record_success<K>(gate: &dyn DynGate<K>, key: &K) -> Result<(), BoxError> {
+async fn record_success<K>(
+    gate: &dyn DynGate<K>,
+    key: &K,
+    domain: Option<&str>,
+) -> Result<(), BoxError> {
     if gate.wait(key).get().await?.is_none() {
-        gate.succeed(key).get().await?;
+        match domain {
+            Some(domain) => gate.succeed_in(key, domain),
+            None => gate.succeed(key),
+        }
+        .get()
+        .await?;
     }
     Ok(())
 }

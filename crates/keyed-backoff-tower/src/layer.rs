@@ -135,6 +135,7 @@ impl<K, F> KeyedBackoffLayer<K, F> {
             policy: Policy {
                 gate: Arc::new(gate),
                 key: Arc::new(key),
+                domain: None,
                 classify: Arc::new(RetryErrors),
                 replay: Arc::new(CloneRequest),
                 budget: None,
@@ -187,6 +188,7 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
         let Policy {
             gate,
             key,
+            domain,
             classify,
             replay,
             budget,
@@ -196,6 +198,7 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
         let policy = Policy {
             gate,
             key,
+            domain,
             classify,
             replay,
             budget,
@@ -252,6 +255,36 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     /// retried only if its key is not in backoff.
     pub fn fail_fast(self) -> Self {
         self.max_wait(Duration::ZERO)
+    }
+
+    /// Names the dependency a key's requests go to (a region, an upstream
+    /// host), so that a gate with outage awareness sees that dependency's
+    /// outage alone ([`Gate::fail_in`](keyed_backoff::Gate::fail_in)): its
+    /// keys parked on their own ladder while every other key goes on. Both
+    /// failures and successes name it, so a dependency whose keys mostly
+    /// succeed is never taken for one that is down. Keyed by host, the key
+    /// is its own domain: `.domain(|host: &String| Some(host.as_str()))`.
+    /// A gate that keeps no domains ignores the name.
+    ///
+    /// ```
+    /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
+    /// use keyed_backoff_outage::{OutageAware, OutageSettings};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let backoff = Backoff::<(String, u32)>::new(Duration::from_millis(10), Duration::from_secs(1))?;
+    /// let gate = Arc::new(OutageAware::new(backoff, OutageSettings::default())?);
+    /// // Keyed by (region, tenant); each region an outage of its own.
+    /// let layer = KeyedBackoffLayer::new(gate, |req: &(String, u32)| req.clone())
+    ///     .domain(|(region, _): &(String, u32)| Some(region.as_str()));
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn domain(
+        mut self,
+        domain: impl for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync + 'static,
+    ) -> Self {
+        self.policy.domain = Some(Arc::new(domain));
+        self
     }
 
     /// The longest a server's `Retry-After` may hold a key; a longer one

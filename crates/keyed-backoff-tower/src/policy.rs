@@ -90,6 +90,9 @@ pub(crate) struct Limits {
     pub(crate) max_retry_after: Duration,
 }
 
+/// How a layer names the dependency of a key's requests.
+pub(crate) type DomainOf<K> = dyn for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync;
+
 /// Go now, or after a wait.
 pub(crate) type Wait = Option<Duration>;
 
@@ -98,6 +101,8 @@ pub(crate) type Wait = Option<Duration>;
 pub(crate) struct Policy<K, F, Cl, Rp> {
     pub(crate) gate: Arc<dyn DynGate<K>>,
     pub(crate) key: Arc<F>,
+    /// The dependency a key's requests go to, if the layer names one.
+    pub(crate) domain: Option<Arc<DomainOf<K>>>,
     pub(crate) classify: Arc<Cl>,
     pub(crate) replay: Arc<Rp>,
     pub(crate) budget: Option<Arc<dyn RetryBudget>>,
@@ -109,6 +114,7 @@ impl<K, F, Cl, Rp> Clone for Policy<K, F, Cl, Rp> {
         Policy {
             gate: Arc::clone(&self.gate),
             key: Arc::clone(&self.key),
+            domain: self.domain.clone(),
             classify: Arc::clone(&self.classify),
             replay: Arc::clone(&self.replay),
             budget: self.budget.clone(),
@@ -144,6 +150,11 @@ pub(crate) enum Settled {
 }
 
 impl<K: fmt::Debug + Clone + Send + Sync + 'static, F, Cl, Rp> Policy<K, F, Cl, Rp> {
+    /// The dependency `key`'s requests go to, if the layer names one.
+    fn domain_of<'k>(&self, key: &'k K) -> Option<&'k str> {
+        self.domain.as_ref().and_then(|domain| domain(key))
+    }
+
     /// A new request for `key`: the gate's wait, which [`admitted`](Self::admitted)
     /// then judges.
     pub(crate) fn admit(&self, key: &K) -> Answer<Option<Duration>> {
@@ -189,12 +200,17 @@ impl<K: fmt::Debug + Clone + Send + Sync + 'static, F, Cl, Rp> Policy<K, F, Cl, 
             budget.on_outcome(!failed);
         }
         if !failed {
-            return Settled::Done(result.is_ok().then(|| ask::succeeded(&self.gate, key)));
+            let domain = self.domain_of(key);
+            return Settled::Done(
+                result
+                    .is_ok()
+                    .then(|| ask::succeeded(&self.gate, key, domain)),
+            );
         }
         let asked = self.classify.retry_after(result);
         let held = asked.map(|asked| asked.min(self.limits.max_retry_after));
         let may_retry = retries < self.limits.max_retries && replayable;
-        let answer = ask::failed(&self.gate, key, held, may_retry);
+        let answer = ask::failed(&self.gate, key, self.domain_of(key), held, may_retry);
         if let (Some(asked), Some(held)) = (asked, held) {
             observe::held(key, asked, held);
         }

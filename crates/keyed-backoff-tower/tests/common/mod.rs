@@ -14,6 +14,13 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub struct Tokio(Instant);
 
+impl Tokio {
+    /// The clock, from now.
+    pub fn now() -> Self {
+        Tokio(Instant::now())
+    }
+}
+
 impl Clock for Tokio {
     type Instant = MockInstant;
     fn now(&self) -> MockInstant {
