@@ -131,7 +131,8 @@ impl<C: Clock> InProcess<C> {
             return;
         };
         let at = self.now();
-        domain.watch.failed(key, true, at, observe::outage);
+        let events = |event| observe::domain_outage(&domain.name, event);
+        domain.watch.failed(key, true, at, events);
         self.domains.used(&domain, at);
         self.domains.remember(self.domains.hash(key), &domain);
     }
@@ -145,7 +146,8 @@ impl<C: Clock> InProcess<C> {
             None => self.domains.remembered_in(key),
         };
         if let Some(domain) = domain {
-            domain.watch.succeeded(key, || self.now(), observe::outage);
+            let events = |event| observe::domain_outage(&domain.name, event);
+            domain.watch.succeeded(key, || self.now(), events);
         }
         self.domains.forget(self.domains.hash(key));
     }
@@ -192,7 +194,8 @@ impl<C: Clock> sealed::Questions for InProcess<C> {
             None => self.domains.of(key),
         };
         let own = domain.map_or(Ruling::Free, |domain| {
-            domain.watch.ruling(key, at, asked, level, observe::outage)
+            let events = |event| observe::domain_outage(&domain.name, event);
+            domain.watch.ruling(key, at, asked, level, events)
         });
         done(match (everything, own) {
             (_, Ruling::Parked { .. }) | (Ruling::Free, _) => own.waits_from(at),

@@ -12,25 +12,38 @@
 //! | (WARN) a fleet's store failed: the replica goes on alone for a second | |
 //!
 //! The gauge counts the wrappers in an outage, so several in one process
-//! add up instead of overwriting each other.
+//! add up instead of overwriting each other. The outage of a domain (a
+//! dependency failures name) tells the same, with the field and the label
+//! `domain`: at most `max_domains` values, as no more are tracked.
 
 use crate::Event;
 
-/// An outage event.
+/// An event of the outage of everything.
 #[inline]
 pub(crate) fn outage(event: Event) {
     #[cfg(feature = "tracing")]
-    trace_outage(event);
+    trace_outage(None, event);
     #[cfg(feature = "metrics")]
-    count_outage(event);
+    count_outage(None, event);
     let _ = event;
 }
 
+/// An event of the outage of the domain `domain`.
+pub(crate) fn domain_outage(domain: &str, event: Event) {
+    #[cfg(feature = "tracing")]
+    trace_outage(Some(domain), event);
+    #[cfg(feature = "metrics")]
+    count_outage(Some(domain), event);
+    let _ = (domain, event);
+}
+
 #[cfg(feature = "tracing")]
-fn trace_outage(event: Event) {
+fn trace_outage(domain: Option<&str>, event: Event) {
+    let domain = domain.unwrap_or("");
     match event {
         Event::Began(c) => tracing::info!(
             target: "keyed_backoff_outage",
+            domain,
             fresh_failures = c.fresh_failures,
             failures = c.failures,
             successes = c.successes,
@@ -40,12 +53,14 @@ fn trace_outage(event: Event) {
         ),
         Event::Ended { lasted, parked } => tracing::info!(
             target: "keyed_backoff_outage",
+            domain,
             lasted_ms = lasted.as_millis() as u64,
             parked,
             "outage ended: parked keys are let go at the release rate"
         ),
         Event::Released { released } => tracing::info!(
             target: "keyed_backoff_outage",
+            domain,
             released,
             "outage release over: no key is parked any more"
         ),
@@ -53,20 +68,28 @@ fn trace_outage(event: Event) {
 }
 
 #[cfg(feature = "metrics")]
-fn count_outage(event: Event) {
+fn count_outage(domain: Option<&str>, event: Event) {
+    // The outage of everything has no label, as before domains; a
+    // domain's is labelled with its name.
+    let labels: Vec<metrics::Label> = domain
+        .map(|d| metrics::Label::new("domain", d.to_owned()))
+        .into_iter()
+        .collect();
     match event {
         Event::Began(_) => {
-            metrics::counter!("keyed_backoff_outages_total").increment(1);
-            metrics::gauge!("keyed_backoff_outage_active").increment(1.0);
+            metrics::counter!("keyed_backoff_outages_total", labels.clone()).increment(1);
+            metrics::gauge!("keyed_backoff_outage_active", labels).increment(1.0);
         }
         Event::Ended { lasted, parked } => {
-            metrics::gauge!("keyed_backoff_outage_active").decrement(1.0);
-            metrics::histogram!("keyed_backoff_outage_duration_seconds")
+            metrics::gauge!("keyed_backoff_outage_active", labels.clone()).decrement(1.0);
+            metrics::histogram!("keyed_backoff_outage_duration_seconds", labels.clone())
                 .record(lasted.as_secs_f64());
-            metrics::counter!("keyed_backoff_outage_parked_keys_total").increment(parked as u64);
+            metrics::counter!("keyed_backoff_outage_parked_keys_total", labels)
+                .increment(parked as u64);
         }
         Event::Released { released } => {
-            metrics::counter!("keyed_backoff_outage_released_keys_total").increment(released);
+            metrics::counter!("keyed_backoff_outage_released_keys_total", labels)
+                .increment(released);
         }
     }
 }

@@ -224,3 +224,27 @@ fn at_the_cap_a_new_domain_waits_for_one_without_an_outage() {
         "its own backoff"
     );
 }
+
+#[cfg(feature = "metrics")]
+#[test]
+fn a_domains_outage_is_counted_under_its_name_and_not_as_one_of_everything() {
+    let metrics = keyed_backoff_testkit::metrics::Metrics::new();
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new());
+    metrics.record(|| eu_goes_down(&gate, &clock));
+    let now = metrics.samples();
+    assert_eq!(
+        now.counter("keyed_backoff_outages_total", &[("domain", "eu")]),
+        1
+    );
+    // Every outage counted is the domain's: none without the label.
+    let unlabelled = now
+        .matching("keyed_backoff_outages_total", &[])
+        .filter(|sample| sample.labels.is_empty())
+        .count();
+    assert_eq!(unlabelled, 0);
+    assert_eq!(
+        now.gauge("keyed_backoff_outage_active", &[("domain", "eu")]),
+        Some(1.0)
+    );
+}
