@@ -176,7 +176,8 @@ async fn run(down: Vec<Down>, invalid: bool, by_domain: bool, horizon: Duration)
     let per_down = down.iter().map(|d| summarise(&runs, d)).collect();
     let mut by_object: HashMap<usize, Vec<Duration>> = HashMap::new();
     for &(object, at, _) in &runs {
-        if !down.iter().any(|d| d.used_by(object)) && !(invalid && self::invalid(object)) {
+        let affected = down.iter().any(|d| d.used_by(object)) || invalid && self::invalid(object);
+        if !affected {
             by_object.entry(object).or_default().push(at);
         }
     }
