@@ -1,4 +1,4 @@
-//! The gate (`try_next`): one advance per backoff window however often a
+//! `try_next`: one advance per backoff window however often a
 //! key is retried, the wait left and the attempts it reports, and a
 //! controller's error policy on tokio's paused time.
 
