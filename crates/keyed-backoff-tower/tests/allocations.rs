@@ -47,21 +47,36 @@ fn main() {
     let backoff = || {
         Arc::new(Backoff::<u32>::new(Duration::from_millis(10), Duration::from_secs(1)).unwrap())
     };
-    nothing_allocated_per_request(backoff());
+    nothing_allocated_per_request(backoff(), None);
     println!("a request through a layer over the manager allocates nothing: ok");
     let outage = OutageAware::new(backoff(), OutageSettings::new()).unwrap();
-    nothing_allocated_per_request(Arc::new(outage));
+    nothing_allocated_per_request(Arc::new(outage), None);
     println!("a request through a layer over the in-process outage wrapper allocates nothing: ok");
+    let outage = OutageAware::new(backoff(), OutageSettings::new()).unwrap();
+    nothing_allocated_per_request(Arc::new(outage), Some(region));
+    println!("... nor one whose layer names the key's domain: ok");
 }
 
-/// 10,000 requests through a layer over `gate`, each going straight
-/// through: no allocation.
-fn nothing_allocated_per_request<G: Gate<u32> + Clone + 'static>(gate: G) {
+/// The region of a tenant's requests.
+fn region(tenant: &u32) -> Option<&str> {
+    Some(["eu", "us"][*tenant as usize % 2])
+}
+
+/// 10,000 requests through a layer over `gate` (naming each key's domain
+/// with `domain`, if given), each going straight through: no allocation.
+fn nothing_allocated_per_request<G: Gate<u32> + Clone + 'static>(
+    gate: G,
+    domain: Option<fn(&u32) -> Option<&str>>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    let mut service = KeyedBackoffLayer::new(gate, |tenant: &u32| *tenant).layer(Answer);
+    let mut layer = KeyedBackoffLayer::new(gate, |tenant: &u32| *tenant);
+    if let Some(domain) = domain {
+        layer = layer.domain(domain);
+    }
+    let mut service = layer.layer(Answer);
     rt.block_on(async {
         // Warm up: the keys' first use may grow the manager's maps.
         for tenant in 0..8 {
