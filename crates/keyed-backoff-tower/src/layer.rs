@@ -268,12 +268,12 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     ///
     /// ```
     /// use keyed_backoff_tower::{Backoff, KeyedBackoffLayer};
-    /// use keyed_backoff_outage::{OutageAware, OutageSettings};
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// let backoff = Backoff::<(String, u32)>::new(Duration::from_millis(10), Duration::from_secs(1))?;
-    /// let gate = Arc::new(OutageAware::new(backoff, OutageSettings::default())?);
-    /// // Keyed by (region, tenant); each region an outage of its own.
+    /// // Any gate; over keyed-backoff-outage's `OutageAware` (in an `Arc`)
+    /// // each region has an outage of its own.
+    /// let gate = Arc::new(Backoff::<(String, u32)>::new(Duration::from_millis(10), Duration::from_secs(1))?);
+    /// // Keyed by (region, tenant); the region names the dependency.
     /// let layer = KeyedBackoffLayer::new(gate, |req: &(String, u32)| req.clone())
     ///     .domain(|(region, _): &(String, u32)| Some(region.as_str()));
     /// # let _ = layer;
