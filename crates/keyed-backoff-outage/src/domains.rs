@@ -141,9 +141,11 @@ impl Domains {
                 .filter(|domain| !domain.watch.active())
                 .min_by_key(|domain| domain.used.load(Ordering::Relaxed))
                 .map(|domain| domain.name.clone())?;
-            let (_, gone) = self.named.remove(&idle).expect("found above");
-            self.keys.retain(|_, domain| !Arc::ptr_eq(domain, &gone));
-            self.remembered.store(self.keys.len(), Ordering::Relaxed);
+            // Found above, under the same lock as every insert and removal.
+            if let Some((_, gone)) = self.named.remove(&idle) {
+                self.keys.retain(|_, domain| !Arc::ptr_eq(domain, &gone));
+                self.remembered.store(self.keys.len(), Ordering::Relaxed);
+            }
         }
         let seed = self.seed ^ self.hash(name);
         let domain = Arc::new(Named {
