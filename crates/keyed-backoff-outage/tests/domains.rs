@@ -248,3 +248,49 @@ fn a_domains_outage_is_counted_under_its_name_and_not_as_one_of_everything() {
         Some(1.0)
     );
 }
+
+#[test]
+fn at_the_cap_the_domain_idle_longest_goes_and_the_others_keep_their_keys() {
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new().max_domains(3));
+    eu_goes_down(&gate, &clock);
+    // Two quiet domains: `old` named first, `new` a second later; then a
+    // key of `old` newly fails a minute on, so `new` is the one idle
+    // longest (a domain is used when its keys newly fail).
+    fail_in(&gate, "old-0", "old");
+    clock.advance(Duration::from_secs(1));
+    fail_in(&gate, "new-0", "new");
+    clock.advance(Duration::from_secs(60));
+    fail_in(&gate, "old-1", "old");
+    clock.advance(Duration::from_secs(1));
+    // A fourth takes the place of the one idle longest.
+    fail_in(&gate, "next-0", "next");
+    let names: Vec<String> = gate.domains().into_iter().map(|d| d.name).collect();
+    assert_eq!(names, ["eu", "next", "old"]);
+    // The keys remembered in the domains kept are still theirs.
+    let waiting = (0..30)
+        .filter(|&n| claim(&gate, &key("eu", n)).is_some())
+        .count();
+    assert!(
+        waiting >= 27,
+        "{waiting} of 30 eu keys still wait on its outage"
+    );
+}
+
+#[test]
+fn a_key_that_succeeds_leaves_its_domain() {
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new());
+    // `mover` fails in eu, then succeeds: no longer one of eu's keys.
+    fail_in(&gate, "mover", "eu");
+    clock.advance(Duration::from_secs(2));
+    succeed(&gate, "mover");
+    eu_goes_down(&gate, &clock);
+    assert!(in_outage(&gate, "eu"));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        claim(&gate, "mover"),
+        None,
+        "a key that left eu is parked by its outage"
+    );
+}
