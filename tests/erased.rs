@@ -43,11 +43,12 @@ impl std::fmt::Display for Unreachable {
 impl std::error::Error for Unreachable {}
 
 /// A stand-in for a store across the network: the manager's answers, one
-/// round trip later; the key "down" cannot be asked about.
+/// round trip later; the key "down" cannot be asked about. `Remote<true>`
+/// promises to answer at once (`LIAR`), and does not.
 #[derive(Clone)]
-struct Remote(Arc<Backoff<String, MockClock>>);
+struct Remote<const LIAR: bool = false>(Arc<Backoff<String, MockClock>>);
 
-impl Remote {
+impl<const LIAR: bool> Remote<LIAR> {
     fn answer<T: Unpin + Send>(
         &self,
         key: &str,
@@ -66,8 +67,9 @@ impl Remote {
     }
 }
 
-impl Gate<String> for Remote {
+impl<const LIAR: bool> Gate<String> for Remote<LIAR> {
     type Error = Unreachable;
+    const ANSWERS_AT_ONCE: bool = LIAR;
 
     fn wait(
         &self,
@@ -118,56 +120,11 @@ impl Gate<String> for Remote {
     }
 }
 
-/// A gate that promises to answer at once and does not.
-#[derive(Clone)]
-struct Liar(Remote);
-
-impl Gate<String> for Liar {
-    type Error = Unreachable;
-    const ANSWERS_AT_ONCE: bool = true;
-
-    fn wait(
-        &self,
-        key: &String,
-    ) -> impl Future<Output = Result<Option<Duration>, Unreachable>> + Send {
-        Gate::wait(&self.0, key)
-    }
-    fn fail(
-        &self,
-        key: &String,
-    ) -> impl Future<Output = Result<Result<Level, InBackoff>, Unreachable>> + Send {
-        Gate::fail(&self.0, key)
-    }
-    fn succeed(&self, key: &String) -> impl Future<Output = Result<(), Unreachable>> + Send {
-        Gate::succeed(&self.0, key)
-    }
-    fn hold(
-        &self,
-        key: &String,
-        wait: Duration,
-    ) -> impl Future<Output = Result<(), Unreachable>> + Send {
-        Gate::hold(&self.0, key, wait)
-    }
-    fn level(
-        &self,
-        key: &String,
-    ) -> impl Future<Output = Result<Option<Level>, Unreachable>> + Send {
-        Gate::level(&self.0, key)
-    }
-    fn resume(
-        &self,
-        key: &String,
-        level: Level,
-    ) -> impl Future<Output = Result<(), Unreachable>> + Send {
-        Gate::resume(&self.0, key, level)
-    }
-}
-
 #[tokio::test]
 async fn a_remote_gate_answers_later_with_futures_that_own_what_they_need() {
     let clock = MockClock::new();
     let backoff = Arc::new(manager(SEC, 8 * SEC, &clock));
-    let gate: Arc<dyn DynGate<String>> = Arc::new(Remote(Arc::clone(&backoff)));
+    let gate: Arc<dyn DynGate<String>> = Arc::new(Remote::<false>(Arc::clone(&backoff)));
     assert!(!gate.answers_at_once());
     let answer = {
         // The key and the caller's handle go before the answer is awaited.
@@ -203,7 +160,8 @@ async fn a_remote_gate_answers_later_with_futures_that_own_what_they_need() {
 #[tokio::test]
 async fn a_remote_gates_error_reaches_the_caller_naming_the_store() {
     let clock = MockClock::new();
-    let gate: Arc<dyn DynGate<String>> = Arc::new(Remote(Arc::new(manager(SEC, 8 * SEC, &clock))));
+    let gate: Arc<dyn DynGate<String>> =
+        Arc::new(Remote::<false>(Arc::new(manager(SEC, 8 * SEC, &clock))));
     let error = gate.fail(&"down".to_string()).get().await.unwrap_err();
     assert_eq!(error.to_string(), "store at 127.0.0.1:6379 unreachable");
     assert!(error.downcast_ref::<Unreachable>().is_some());
@@ -213,7 +171,7 @@ async fn a_remote_gates_error_reaches_the_caller_naming_the_store() {
 fn a_gate_that_breaks_its_promise_to_answer_at_once_gets_an_error_not_a_hang() {
     let clock = MockClock::new();
     let gate: Arc<dyn DynGate<String>> =
-        Arc::new(Liar(Remote(Arc::new(manager(SEC, 8 * SEC, &clock)))));
+        Arc::new(Remote::<true>(Arc::new(manager(SEC, 8 * SEC, &clock))));
     assert!(gate.answers_at_once());
     let error = match gate.wait(&"db".to_string()).try_now() {
         Ok(Err(error)) => error,
@@ -228,7 +186,7 @@ fn an_in_process_gate_answers_at_once_and_so_does_an_arc_of_it() {
     let clock = MockClock::new();
     let backoff = Arc::new(manager(SEC, 8 * SEC, &clock));
     const { assert!(<Arc<Backoff<String, MockClock>> as Gate<String>>::ANSWERS_AT_ONCE) };
-    const { assert!(!<Remote as Gate<String>>::ANSWERS_AT_ONCE) };
+    const { assert!(!<Remote<false> as Gate<String>>::ANSWERS_AT_ONCE) };
     let gate: Arc<dyn DynGate<String>> = Arc::new(Arc::clone(&backoff));
     let Answer::Now(Ok(level)) = gate.fail(&"k".to_string()) else {
         panic!("the manager answered later")

@@ -140,7 +140,15 @@ where
         &'a self,
         key: &'a ObjectKey<K>,
     ) -> (bool, Asked<'a, K, (), impl FnOnce()>) {
-        let had = self.manager.reset(key);
+        let had = if self.store.is_some() {
+            // The store's fallback: the store does not touch it.
+            self.manager.reset(key)
+        } else {
+            // The gate resets the manager itself (under any wrapper):
+            // whether it had an entry is asked only for the event that
+            // says so, not on every success.
+            cfg!(feature = "tracing") && self.manager.attempts(key) > 0
+        };
         (
             had,
             self.asked(key, "succeed", self.gate.succeed(key), || ()),

@@ -161,19 +161,18 @@ impl Domains {
     /// has an outage under way (else no domain is asked about a key).
     #[inline]
     pub(crate) fn of<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
-        if !self.any_active() {
+        if !self.any_active() || !self.any_remembered() {
             return None;
         }
-        self.remembered_in(key)
+        self.remembered(self.hash(key))
     }
 
-    /// The domain `key` last failed in, if it is remembered.
+    /// The domain the key with `hash` last failed in, if it is remembered.
     #[inline]
-    pub(crate) fn remembered_in<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
+    pub(crate) fn remembered(&self, hash: u64) -> Option<Arc<Named>> {
         if !self.any_remembered() {
             return None;
         }
-        let hash = self.hash(key);
         self.keys.get(&hash).map(|domain| Arc::clone(&domain))
     }
 

@@ -127,10 +127,11 @@ impl<C: Clock> InProcess<C> {
     /// remembered in it.
     #[inline(never)]
     fn failed_in<Q: Hash + ?Sized>(&self, key: &Q, name: &str) {
-        let Some(domain) = self.domains.named(name, || self.now()) else {
+        // One reading of the clock: a fresh failure needs it anyway.
+        let at = self.now();
+        let Some(domain) = self.domains.named(name, || at) else {
             return;
         };
-        let at = self.now();
         let events = |event| observe::domain_outage(&domain.name, event);
         domain.watch.failed(key, true, at, events);
         self.domains.used(&domain, at);
@@ -141,15 +142,16 @@ impl<C: Clock> InProcess<C> {
     /// the domain the key is remembered in, which forgets it.
     #[inline(never)]
     fn succeeded_in<Q: Hash + ?Sized>(&self, key: &Q, name: Option<&str>) {
+        let hash = self.domains.hash(key);
         let domain = match name {
             Some(name) => self.domains.named(name, || self.now()),
-            None => self.domains.remembered_in(key),
+            None => self.domains.remembered(hash),
         };
         if let Some(domain) = domain {
             let events = |event| observe::domain_outage(&domain.name, event);
             domain.watch.succeeded(key, || self.now(), events);
         }
-        self.domains.forget(self.domains.hash(key));
+        self.domains.forget(hash);
     }
 }
 
