@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::domains::DomainStatus;
 use crate::holder::{InProcess, OutageState};
+use crate::outages::One;
 use crate::parked::parked_failure;
 use crate::settings::OutageSettings;
 use crate::shared::Shared;
@@ -158,18 +159,18 @@ impl<G, S: OutageState> OutageAware<G, S> {
     /// outage, and outside one at every fresh failure and at least every
     /// 100 ms of claims and failures).
     pub fn in_outage(&self) -> bool {
-        self.state.tally().in_outage
+        self.state.outages().tally().in_outage
     }
 
     /// Keys parked now: during an outage, or after it until they are let
     /// go (for a fleet, across the fleet, as last seen).
     pub fn parked(&self) -> usize {
-        self.state.tally().parked
+        self.state.outages().tally().parked
     }
 
     /// Outages of everything declared so far.
     pub fn outages(&self) -> u64 {
-        self.state.tally().outages
+        self.state.outages().tally().outages
     }
 
     /// Every domain tracked now, by name: whether its outage is under way,
@@ -188,10 +189,10 @@ impl<G, S: OutageState> OutageAware<G, S> {
     /// its domain is not asked. Otherwise its domain's outage rules it as
     /// the outage of everything would: parked on the domain's ladder,
     /// probing in turn, let go at the release rate. `docs/outage.md`
-    /// states the rule. Domains are kept in process
-    /// ([`InProcess`](crate::InProcess)); over a fleet's
-    /// [`Shared`](crate::Shared) state a domain's failures count in the
-    /// fleet's one outage.
+    /// states the rule. Domains are kept where the outage is: in process
+    /// ([`InProcess`](crate::InProcess)), or shared by a fleet
+    /// ([`Shared`](crate::Shared)) through the store's
+    /// [`domain`](crate::OutageStore::domain).
     ///
     /// ```
     /// use keyed_backoff::clock::MockClock;
@@ -228,7 +229,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn domains(&self) -> Vec<DomainStatus> {
-        self.state.domains()
+        self.state.outages().domains()
     }
 }
 
@@ -251,27 +252,32 @@ where
     S: OutageState,
 {
     type Error = G::Error;
-    const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && S::AT_ONCE;
+    const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && <S::One as One>::AT_ONCE;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active().await {
+        if !self.state.outages().active(key, None).await {
             return self.inner.wait(key).await;
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => self.state.peek(key, level).await,
+            Ok(level) => self.state.outages().peek(key, level).await,
         })
     }
 
     /// During an outage the key's own wait and level are read together
     /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.active().await {
+        if !self.state.outages().active(key, None).await {
             return self.inner.claim(key).await;
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => match self.state.ruling(key, Asked::Claim, level, None).await {
+            Ok(level) => match self
+                .state
+                .outages()
+                .ruling(key, Asked::Claim, level, None)
+                .await
+            {
                 Ruling::Parked { until: wait, .. } => Some(wait),
                 Ruling::Free | Ruling::Released { .. } => None,
             },
@@ -307,10 +313,10 @@ where
 
     async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() || !self.state.active().await {
+        if own.is_some() || !self.state.outages().active(key, None).await {
             return Ok((level, own));
         }
-        Ok((level, self.state.peek(key, level).await))
+        Ok((level, self.state.outages().peek(key, level).await))
     }
 
     async fn resume(&self, key: &K, level: Level) -> Result<(), G::Error> {
@@ -330,11 +336,16 @@ impl<G, S: OutageState> OutageAware<G, S> {
         K: Hash + Sync,
         G: Gate<K>,
     {
-        if self.state.active().await {
+        if self.state.outages().active(key, domain).await {
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
             let (level, own) = self.inner.standing(key).await?;
-            match self.state.ruling(key, Asked::Failure, level, domain).await {
+            match self
+                .state
+                .outages()
+                .ruling(key, Asked::Failure, level, domain)
+                .await
+            {
                 Ruling::Parked {
                     until: wait,
                     counted,
@@ -346,7 +357,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
             }
         }
         let outcome = self.inner.fail(key).await?;
-        Ok(self.state.failed(key, outcome, domain).await)
+        Ok(self.state.outages().failed(key, outcome, domain).await)
     }
 
     /// A success of `key`, in `domain` when the caller names one.
@@ -357,7 +368,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
         G: Gate<K>,
     {
         self.inner.succeed(key).await?;
-        self.state.succeeded(key, domain).await;
+        self.state.outages().succeeded(key, domain).await;
         Ok(())
     }
 }

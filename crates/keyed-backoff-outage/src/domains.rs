@@ -4,13 +4,16 @@
 //!
 //! A domain is named by the caller when it reports a failure
 //! ([`OutageAware::domains`](crate::OutageAware::domains)). Its outage is
-//! a [`Watch`] of its own: the same detector, ladder, probes and release,
-//! fed the failures named with the domain that start a key's ladder (a
-//! failure that goes on with one counts in the outage of everything
-//! alone, and costs nothing more than there), the successes named with
-//! it, and the successes of the keys remembered in it. A key is remembered in the domain it last
-//! failed in, by a hash, until it succeeds, so that a caller asking to run
-//! it (a claim, which names no domain) is answered by its domain's outage.
+//! a [`One`] of the same kind as the outage of everything (in this
+//! process, or a fleet's in its store): the same detector, ladder, probes
+//! and release, fed the failures named with the domain that start a key's
+//! ladder (a failure that goes on with one counts in the outage of
+//! everything alone, and costs nothing more than there), the successes
+//! named with it, and the successes of the keys remembered in it. A key is
+//! remembered in the domain it last failed in, by a hash, until it
+//! succeeds, so that a caller asking to run it (a claim, which names no
+//! domain) is answered by its domain's outage. In a fleet each replica
+//! remembers the keys that failed on it.
 //!
 //! Bounded: at most [`max_domains`](crate::OutageSettings::max_domains)
 //! domains are tracked; when a new one is named at the cap, the domain idle
@@ -23,39 +26,39 @@
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use dashmap::DashMap;
-use keyed_backoff::Level;
 use parking_lot::Mutex;
 
-use crate::settings::OutageSettings;
-use crate::watch::Watch;
+use crate::outages::One;
 
 /// The most keys remembered in a domain at once, across all domains.
 pub(crate) const MAX_KEYS: usize = 1 << 20;
 
 /// One tracked domain.
-pub(crate) struct Named {
+pub(crate) struct Named<S> {
     pub(crate) name: Box<str>,
-    pub(crate) watch: Watch<Option<Level>>,
-    /// When it was last named, in nanoseconds on the outage's time line.
+    pub(crate) one: S,
+    /// When a key last newly failed in it: a number from `Domains::uses`.
     used: AtomicU64,
 }
 
 /// The domains tracked, and the keys remembered in them.
-pub(crate) struct Domains {
-    settings: OutageSettings,
+pub(crate) struct Domains<S> {
+    max_domains: usize,
     seed: u64,
     hasher: foldhash::quality::FixedState,
     /// Read without a lock shared by all (its shards'); changed under
     /// `tracking`, one change at a time.
-    named: DashMap<Box<str>, Arc<Named>, foldhash::fast::FixedState>,
+    named: DashMap<Box<str>, Arc<Named<S>>, foldhash::fast::FixedState>,
     tracking: Mutex<()>,
-    keys: DashMap<u64, Arc<Named>, foldhash::fast::FixedState>,
+    keys: DashMap<u64, Arc<Named<S>>, foldhash::fast::FixedState>,
     remembered: AtomicUsize,
-    /// Domains with an outage or a release under way.
+    /// Domains with an outage or a release under way (counted by states
+    /// that can say so at once).
     actives: Arc<AtomicUsize>,
+    /// Uses so far: the order in which domains were last used.
+    uses: AtomicU64,
 }
 
 /// A domain's state, as [`OutageAware::domains`](crate::OutageAware::domains)
@@ -73,14 +76,10 @@ pub struct DomainStatus {
     pub outages: u64,
 }
 
-fn nanos(at: Duration) -> u64 {
-    u64::try_from(at.as_nanos()).unwrap_or(u64::MAX)
-}
-
-impl Domains {
-    pub(crate) fn new(settings: OutageSettings, seed: u64) -> Self {
+impl<S: One> Domains<S> {
+    pub(crate) fn new(max_domains: u32, seed: u64) -> Self {
         Domains {
-            settings,
+            max_domains: max_domains as usize,
             seed,
             hasher: foldhash::quality::FixedState::with_seed(seed ^ 0x6b65_7965_642d_646f),
             named: DashMap::default(),
@@ -88,6 +87,7 @@ impl Domains {
             keys: DashMap::default(),
             remembered: AtomicUsize::new(0),
             actives: Arc::default(),
+            uses: AtomicU64::new(0),
         }
     }
 
@@ -111,34 +111,39 @@ impl Domains {
         self.hasher.hash_one(key)
     }
 
-    /// The domain named `name`, tracked from now if it was not (`at`,
-    /// read only then), or `None` when the cap is reached and every
-    /// tracked domain has an outage under way.
+    /// The domain named `name`, tracked from now if it was not (its
+    /// state made beside `everything`), or `None` when the cap is reached
+    /// and every tracked domain has an outage under way, or no domain can
+    /// be kept beside `everything`.
     #[inline]
-    pub(crate) fn named(&self, name: &str, at: impl FnOnce() -> Duration) -> Option<Arc<Named>> {
+    pub(crate) fn named(&self, name: &str, everything: &S) -> Option<Arc<Named<S>>> {
         if let Some(domain) = self.named.get(name) {
             return Some(Arc::clone(&domain));
         }
-        self.track(name, at())
+        self.track(name, everything)
     }
 
-    /// Marks `domain` used at `at` (a fresh failure in it): the domain idle
+    /// Marks `domain` used (a fresh failure in it): the domain idle
     /// longest is the one whose keys last newly failed longest ago.
-    pub(crate) fn used(&self, domain: &Named, at: Duration) {
-        domain.used.store(nanos(at), Ordering::Relaxed);
+    pub(crate) fn used(&self, domain: &Named<S>) {
+        domain.used.store(self.next_use(), Ordering::Relaxed);
+    }
+
+    fn next_use(&self) -> u64 {
+        self.uses.fetch_add(1, Ordering::Relaxed)
     }
 
     #[inline(never)]
-    fn track(&self, name: &str, at: Duration) -> Option<Arc<Named>> {
+    fn track(&self, name: &str, everything: &S) -> Option<Arc<Named<S>>> {
         let _tracking = self.tracking.lock();
         if let Some(domain) = self.named.get(name) {
             return Some(Arc::clone(&domain));
         }
-        if self.named.len() >= self.settings.max_domains as usize {
+        if self.named.len() >= self.max_domains {
             let idle = self
                 .named
                 .iter()
-                .filter(|domain| !domain.watch.active())
+                .filter(|domain| !domain.one.seen_active())
                 .min_by_key(|domain| domain.used.load(Ordering::Relaxed))
                 .map(|domain| domain.name.clone())?;
             // Found above, under the same lock as every insert and removal.
@@ -148,28 +153,38 @@ impl Domains {
             }
         }
         let seed = self.seed ^ self.hash(name);
+        let one = everything.domain(name, seed, &self.actives)?;
         let domain = Arc::new(Named {
             name: name.into(),
-            watch: Watch::counted(self.settings, seed, Some(Arc::clone(&self.actives))),
-            used: AtomicU64::new(nanos(at)),
+            one,
+            used: AtomicU64::new(self.next_use()),
         });
         self.named.insert(name.into(), Arc::clone(&domain));
         Some(domain)
     }
 
-    /// The domain `key` last failed in, if it is remembered and any domain
-    /// has an outage under way (else no domain is asked about a key).
+    /// The domain `name` if tracked, else the domain `key` last failed in
+    /// if it is remembered: in this process only while any domain has an
+    /// outage under way (else no domain is asked about a key); a fleet's
+    /// domains are asked, as another replica may have begun their outage.
     #[inline]
-    pub(crate) fn of<Q: Hash + ?Sized>(&self, key: &Q) -> Option<Arc<Named>> {
-        if !self.any_active() || !self.any_remembered() {
+    pub(crate) fn of<Q: Hash + ?Sized>(
+        &self,
+        key: &Q,
+        name: Option<&str>,
+    ) -> Option<Arc<Named<S>>> {
+        if S::AT_ONCE && !self.any_active() {
             return None;
         }
-        self.remembered(self.hash(key))
+        match name {
+            Some(name) => self.named.get(name).map(|domain| Arc::clone(&domain)),
+            None => self.remembered(self.hash(key)),
+        }
     }
 
     /// The domain the key with `hash` last failed in, if it is remembered.
     #[inline]
-    pub(crate) fn remembered(&self, hash: u64) -> Option<Arc<Named>> {
+    pub(crate) fn remembered(&self, hash: u64) -> Option<Arc<Named<S>>> {
         if !self.any_remembered() {
             return None;
         }
@@ -177,7 +192,7 @@ impl Domains {
     }
 
     /// Remembers the key with `hash` in `domain` (below the cap).
-    pub(crate) fn remember(&self, hash: u64, domain: &Arc<Named>) {
+    pub(crate) fn remember(&self, hash: u64, domain: &Arc<Named<S>>) {
         if self.remembered.load(Ordering::Relaxed) >= MAX_KEYS {
             return;
         }
@@ -204,7 +219,7 @@ impl Domains {
             .named
             .iter()
             .map(|domain| {
-                let tally = domain.watch.tally();
+                let tally = domain.one.tally();
                 DomainStatus {
                     name: domain.name.to_string(),
                     in_outage: tally.in_outage,

@@ -18,22 +18,12 @@
 
 use crate::Event;
 
-/// An event of the outage of everything.
-#[inline]
-pub(crate) fn outage(event: Event) {
+/// An event of the outage of `domain`, or of everything when `None`.
+pub(crate) fn outage(domain: Option<&str>, event: Event) {
     #[cfg(feature = "tracing")]
-    trace_outage(None, event);
+    trace_outage(domain, event);
     #[cfg(feature = "metrics")]
-    count_outage(None, event);
-    let _ = event;
-}
-
-/// An event of the outage of the domain `domain`.
-pub(crate) fn domain_outage(domain: &str, event: Event) {
-    #[cfg(feature = "tracing")]
-    trace_outage(Some(domain), event);
-    #[cfg(feature = "metrics")]
-    count_outage(Some(domain), event);
+    count_outage(domain, event);
     let _ = (domain, event);
 }
 

@@ -96,6 +96,19 @@ pub trait OutageStore: Send + Sync {
         false
     }
 
+    /// Where the outage of the domain `name` (a dependency failures name)
+    /// is kept, beside this one: a store of the same kind on keys of its
+    /// own, the same for every replica. `None` (the default): this store
+    /// keeps no domains, and a domain's failures count in the outage of
+    /// everything alone.
+    fn domain(&self, name: &str) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = name;
+        None
+    }
+
     /// The seed that places keys' slots when the settings give none; every
     /// replica must use the same (the Redis store derives one from its
     /// prefix). `None`: the settings must give one.

@@ -34,6 +34,8 @@ use keyed_backoff_testkit::redis_server::Server;
 
 #[path = "fleet_outage/child.rs"]
 mod child;
+#[path = "fleet_outage/domains.rs"]
+mod domains;
 #[path = "fleet_outage/rejoin.rs"]
 mod rejoin;
 
@@ -66,6 +68,9 @@ fn main() {
     if wanted("redis_back_during_the_outage") {
         rejoin::redis_back_during_the_outage();
     }
+    if wanted("a_domain_down_is_one_outage_of_it_for_the_fleet") {
+        domains::a_domain_down_is_one_outage_of_it_for_the_fleet();
+    }
 }
 
 /// One attempt that reached the dependency.
@@ -93,13 +98,18 @@ impl Drop for Replica {
     }
 }
 
-/// What a child said after a time step.
+/// What a child said after a time step: of the outage watched (of
+/// everything, or of the domain down when keys name theirs).
 #[derive(Debug, Clone, Copy, Default)]
 struct Status {
     in_outage: bool,
     alone: bool,
     outages: u64,
     next: u64,
+    /// The outages of everything.
+    everything_outages: u64,
+    /// The outages of the domain that stays up.
+    up_outages: u64,
 }
 
 struct Fleet {
@@ -114,8 +124,20 @@ struct Fleet {
 
 impl Fleet {
     fn start(server: &Server, prefix: &str, fallback: bool) -> Fleet {
+        Fleet::start_with(server, prefix, PROCESSES, fallback, false)
+    }
+
+    /// `processes` children; with `domains`, their keys name their
+    /// dependency.
+    fn start_with(
+        server: &Server,
+        prefix: &str,
+        processes: usize,
+        fallback: bool,
+        domains: bool,
+    ) -> Fleet {
         let exe = std::env::current_exe().expect("the test binary");
-        let replicas = (0..PROCESSES)
+        let replicas = (0..processes)
             .map(|index| {
                 let setup = child::Setup {
                     index,
@@ -125,6 +147,7 @@ impl Fleet {
                     down: DOWN,
                     resync: Duration::from_secs(30),
                     fallback,
+                    domains,
                 };
                 let mut child = Command::new(&exe)
                     .envs(setup.env())
@@ -144,9 +167,9 @@ impl Fleet {
         Fleet {
             replicas,
             attempts: Vec::new(),
-            learned: vec![None; PROCESSES],
-            alone_since: vec![None; PROCESSES],
-            last: vec![Status::default(); PROCESSES],
+            learned: vec![None; processes],
+            alone_since: vec![None; processes],
+            last: vec![Status::default(); processes],
         }
     }
 
@@ -180,6 +203,8 @@ impl Fleet {
                         alone: w[1] == 1,
                         outages: w[2],
                         next: w[4],
+                        everything_outages: w[5],
+                        up_outages: w[6],
                     };
                     if status.in_outage && self.learned[process].is_none() {
                         self.learned[process] = Some(now);

@@ -19,19 +19,22 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
-use keyed_backoff::{ConfigError, InBackoff, Level};
+use keyed_backoff::clock::{Clock, StdClock};
+use keyed_backoff::{ConfigError, Level};
 use parking_lot::Mutex;
 
 use crate::fleet::{Batch, Call, ReplicaDetector, Rules, View};
+use crate::holder::Line;
 use crate::holder::sealed::Questions;
 use crate::nanos::saturating_nanos as nanos;
 use crate::observe;
+use crate::outages::{One, Outages};
 use crate::settings::OutageSettings;
-use crate::state::{Asked, Ruling};
+use crate::state::{Asked, Event, Ruling};
 use crate::store::{Loaded, OutageStore, ParkedKey, SharedOutage, Stored};
 use crate::watch::Tally;
 use batch::{Batches, Told};
@@ -75,11 +78,26 @@ const ALONE_FOR: Duration = Duration::from_secs(1);
 ///
 /// Every replica must use the same settings and the same seed
 /// ([`OutageSettings::seed`], or the store's own).
+///
+/// - **Domains.** Each domain a failure names has an outage of its own,
+///   shared the same way through the store's
+///   [`domain`](OutageStore::domain) (a store that keeps none counts a
+///   domain's failures in the outage of everything alone). A replica
+///   remembers the domain of the keys that failed in it; a key claimed by
+///   another replica than the one that saw it fail is ruled by the outage
+///   of everything alone until it fails there.
 pub struct Shared<T, C: Clock = StdClock> {
+    outages: Outages<Fleet<T, C>>,
+}
+
+/// One outage a fleet shares (of everything, or of the domain `name`),
+/// through the store `T`.
+pub struct Fleet<T, C: Clock> {
     store: T,
     rules: Rules,
-    clock: C,
-    epoch: C::Instant,
+    settings: OutageSettings,
+    name: Option<Box<str>>,
+    line: Arc<Line<C>>,
     seen: Mutex<Seen>,
     /// The questions asked while one is under way.
     batches: Batches<Ask, Ruling<Option<Level>>>,
@@ -133,14 +151,50 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
                 "none",
             ));
         };
-        let rules = Rules::new(settings, seed);
-        let epoch = clock.now();
+        let line = Arc::new(Line::new(clock));
+        let everything = Fleet::new(store, settings, seed, line, None);
         Ok(Shared {
+            outages: Outages::new(everything, settings.max_domains, seed),
+        })
+    }
+
+    /// The store it shares the outage through.
+    pub fn store(&self) -> &T {
+        &self.outages.everything().store
+    }
+
+    /// Whether this replica is going on alone now: the store failed (it
+    /// could not be reached, or holds a value that is not ours) less than
+    /// a second ago.
+    pub fn alone(&self) -> bool {
+        self.outages.everything().alone()
+    }
+}
+
+impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
+    type One = Fleet<T, C>;
+
+    fn outages(&self) -> &Outages<Fleet<T, C>> {
+        &self.outages
+    }
+}
+
+impl<T: OutageStore, C: Clock> Fleet<T, C> {
+    fn new(
+        store: T,
+        settings: OutageSettings,
+        seed: u64,
+        line: Arc<Line<C>>,
+        name: Option<Box<str>>,
+    ) -> Self {
+        let rules = Rules::new(settings, seed);
+        Fleet {
             detector: Mutex::new(rules.detector()),
             rules,
             store,
-            clock,
-            epoch,
+            settings,
+            name,
+            line,
             seen: Mutex::new(Seen {
                 state: None,
                 view: View::default(),
@@ -153,18 +207,11 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
             foreign: AtomicBool::new(false),
             failures: AtomicU64::new(0),
             successes: AtomicU64::new(0),
-        })
+        }
     }
 
-    /// The store it shares the outage through.
-    pub fn store(&self) -> &T {
-        &self.store
-    }
-
-    /// Whether this replica is going on alone now: the store failed (it
-    /// could not be reached, or holds a value that is not ours) less than
-    /// a second ago.
-    pub fn alone(&self) -> bool {
+    /// Whether this replica is going on alone now.
+    fn alone(&self) -> bool {
         let now = self.local_now();
         self.seen
             .lock()
@@ -174,7 +221,11 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
 
     /// Now on this replica's own line.
     fn local_now(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.epoch)
+        self.line.now()
+    }
+
+    fn tell(&self, event: Event) {
+        observe::outage(self.name.as_deref(), event);
     }
 
     /// Loads the state again (no key asked about), unless alone; the view
@@ -279,7 +330,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
                 }
             }
             self.saw(Some(state), batch.view(), &loaded);
-            events.into_iter().for_each(observe::outage);
+            events.into_iter().for_each(|e| self.tell(e));
             decided
                 .into_iter()
                 .for_each(|(i, ruling)| out[i] = Some(ruling));
@@ -317,7 +368,7 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
         }
         seen.view = batch.view();
         drop(seen);
-        event.into_iter().for_each(observe::outage);
+        event.into_iter().for_each(|e| self.tell(e));
         ruling.waits_from(at)
     }
 
@@ -384,10 +435,14 @@ impl<T: OutageStore, C: Clock> Shared<T, C> {
     }
 }
 
-/// The questions, answered through the store. A fleet shares one outage:
-/// a domain a failure names is not tracked apart (its failures and
-/// successes count in the fleet's outage of everything).
-impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
+/// The questions of one outage, answered through the store.
+impl<T: OutageStore, C: Clock> One for Fleet<T, C> {
+    const AT_ONCE: bool = false;
+
+    fn seen_active(&self) -> bool {
+        self.seen.lock().view.active
+    }
+
     async fn active(&self) -> bool {
         let now = self.local_now();
         let (active, recent) = {
@@ -419,23 +474,14 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
         key: &Q,
         asked: Asked,
         level: Option<Level>,
-        _domain: Option<&str>,
     ) -> impl Future<Output = Ruling<Option<Level>>> + Send {
         self.ask(self.rules.hash(key), Call::Rule(asked), level)
     }
 
-    async fn failed<Q: Hash + Sync + ?Sized>(
-        &self,
-        key: &Q,
-        outcome: Result<Level, InBackoff>,
-        _domain: Option<&str>,
-    ) -> Result<Level, InBackoff> {
-        let Ok(level) = outcome else {
-            return outcome;
-        };
+    async fn failed<Q: Hash + Sync + ?Sized>(&self, key: &Q, level: Level) {
         let failures = self.failures.fetch_add(1, Ordering::Relaxed);
         if level.attempts != 1 {
-            return outcome;
+            return;
         }
         let hash = self.rules.hash(key);
         let successes = self.successes.load(Ordering::Relaxed);
@@ -445,10 +491,9 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
             Some(counts) => _ = self.ask(hash, Call::Begin(counts), None).await,
             None => _ = self.check().await,
         }
-        outcome
     }
 
-    async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q, _domain: Option<&str>) {
+    async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) {
         self.successes.fetch_add(1, Ordering::Relaxed);
         let active = self.seen.lock().view.active;
         if active {
@@ -464,13 +509,23 @@ impl<T: OutageStore, C: Clock> Questions for Shared<T, C> {
             outages: view.outages,
         }
     }
+
+    /// The domain's outage through the store's own for it, sharing this
+    /// one's time line.
+    fn domain(&self, name: &str, seed: u64, _: &Arc<AtomicUsize>) -> Option<Self> {
+        let store = self.store.domain(name)?;
+        let line = Arc::clone(&self.line);
+        let settings = self.settings;
+        Some(Fleet::new(store, settings, seed, line, Some(name.into())))
+    }
 }
 
 impl<T: fmt::Debug, C: Clock> fmt::Debug for Shared<T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let view = self.seen.lock().view;
+        let everything = self.outages.everything();
+        let view = everything.seen.lock().view;
         f.debug_struct("Shared")
-            .field("store", &self.store)
+            .field("store", &everything.store)
             .field("in_outage", &view.in_outage)
             .field("parked", &view.parked)
             .finish_non_exhaustive()

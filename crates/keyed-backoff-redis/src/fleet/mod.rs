@@ -83,6 +83,8 @@ impl fmt::Debug for StoreClock {
 pub struct RedisOutageStore<C> {
     transport: Transport<C>,
     time: TimeSource,
+    /// The hash tag every key of the outage is under.
+    tag: String,
     keys: [String; 2],
     seed: u64,
 }
@@ -132,6 +134,7 @@ where
             transport: self.transport.clone(),
             time: self.time.clone(),
             keys: [format!("{tag}:state"), format!("{tag}:parked")],
+            tag,
             seed: fnv1a(self.prefix.as_bytes()),
         }
     }
@@ -239,6 +242,24 @@ where
 
     fn is_foreign(&self, error: &StoreError) -> bool {
         matches!(error, StoreError::Corrupt { .. })
+    }
+
+    /// The outage of the domain `name`: its state at
+    /// `{prefix:outage}:domain:{name}:state` and its parked keys at
+    /// `{prefix:outage}:domain:{name}:parked`, under the same hash tag as
+    /// the outage of everything (one Redis Cluster slot).
+    fn domain(&self, name: &str) -> Option<Self> {
+        let tag = &self.tag;
+        Some(RedisOutageStore {
+            transport: self.transport.clone(),
+            time: self.time.clone(),
+            keys: [
+                format!("{tag}:domain:{name}:state"),
+                format!("{tag}:domain:{name}:parked"),
+            ],
+            tag: tag.clone(),
+            seed: self.seed,
+        })
     }
 
     fn seed(&self) -> Option<u64> {

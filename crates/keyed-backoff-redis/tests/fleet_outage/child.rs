@@ -4,6 +4,8 @@
 //! simulated time. The parent moves the time forward: each line on stdin
 //! is a time; the child runs every key due by then and answers with one
 //! line per attempt that reached the dependency, then a line of status.
+//! With domains, half of the keys name a dependency that goes down and
+//! half one that stays up.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -27,6 +29,24 @@ pub struct Setup {
     /// Whether the store answers in process while Redis is unreachable
     /// (without, an error of the store ends the child, and the test).
     pub fallback: bool,
+    /// Whether the keys name their dependency: the even keys the domain
+    /// [`DOWN_DOMAIN`], which is down for `down`, the odd ones
+    /// [`UP_DOMAIN`], never down (without, every key's dependency is down).
+    pub domains: bool,
+}
+
+/// The domain that goes down, when keys name theirs.
+pub const DOWN_DOMAIN: &str = "db";
+/// The domain that stays up.
+pub const UP_DOMAIN: &str = "queue";
+
+/// The domain of key `k`.
+pub fn domain_of(k: usize) -> &'static str {
+    if k.is_multiple_of(2) {
+        DOWN_DOMAIN
+    } else {
+        UP_DOMAIN
+    }
 }
 
 pub const ENV: &str = "KEYED_BACKOFF_FLEET_CHILD";
@@ -34,7 +54,7 @@ pub const ENV: &str = "KEYED_BACKOFF_FLEET_CHILD";
 impl Setup {
     pub fn env(&self) -> Vec<(String, String)> {
         let value = format!(
-            "{} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {}",
             self.index,
             self.url,
             self.prefix,
@@ -42,7 +62,8 @@ impl Setup {
             self.down.0,
             self.down.1,
             self.resync.as_nanos(),
-            u8::from(self.fallback)
+            u8::from(self.fallback),
+            u8::from(self.domains)
         );
         vec![(ENV.to_string(), value)]
     }
@@ -59,6 +80,7 @@ impl Setup {
             down: (n(4), n(5)),
             resync: Duration::from_nanos(n(6)),
             fallback: n(7) == 1,
+            domains: n(8) == 1,
         })
     }
 }
@@ -116,7 +138,8 @@ pub fn run(setup: Setup) {
         let mut lines = String::new();
         rt.block_on(async {
             for k in order {
-                let (next, attempt) = turn(&gate, &keys[k], now, &setup).await;
+                let domain = setup.domains.then(|| domain_of(k));
+                let (next, attempt) = turn(&gate, &keys[k], domain, now, &setup).await;
                 due[k] = now + next.as_nanos().max(1) as u64;
                 if let Some((ok, informed)) = attempt {
                     let (ok, informed) = (u8::from(ok), u8::from(informed));
@@ -125,12 +148,25 @@ pub fn run(setup: Setup) {
             }
         });
         let next = due.iter().min().copied().unwrap_or(u64::MAX);
+        // The outage watched: of everything, or of the domain down; then
+        // the outages of everything and of the domain that stays up.
+        let (mut in_outage, mut outages, mut parked) =
+            (gate.in_outage(), gate.outages(), gate.parked());
+        let (mut up_outages, domains) = (0, gate.domains());
+        if setup.domains {
+            let of = |name: &str| domains.iter().find(|d| d.name == name);
+            if let Some(down) = of(DOWN_DOMAIN) {
+                (in_outage, outages, parked) = (down.in_outage, down.outages, down.parked);
+            } else {
+                (in_outage, outages, parked) = (false, 0, 0);
+            }
+            up_outages = of(UP_DOMAIN).map_or(0, |up| up.outages);
+        }
         lines += &format!(
-            "D {} {} {} {} {next}\n",
-            u8::from(gate.in_outage()),
+            "D {} {} {outages} {parked} {next} {} {up_outages}\n",
+            u8::from(in_outage),
             u8::from(gate.alone()),
             gate.outages(),
-            gate.parked()
         );
         out.write_all(lines.as_bytes()).expect("stdout");
         out.flush().expect("stdout");
@@ -143,19 +179,31 @@ pub fn run(setup: Setup) {
 async fn turn(
     gate: &RedisOutageAware<ConnectionManager>,
     key: &String,
+    domain: Option<&str>,
     now: u64,
     setup: &Setup,
 ) -> (Duration, Option<(bool, bool)>) {
     if let Some(wait) = gate.claim(key).await.expect("claim") {
         return (wait, None);
     }
-    let informed = gate.in_outage();
-    let up = !(setup.down.0..setup.down.1).contains(&now);
+    let informed = match domain {
+        Some(name) => gate.domains().iter().any(|d| d.name == name && d.in_outage),
+        None => gate.in_outage(),
+    };
+    let down = domain.is_none_or(|name| name == DOWN_DOMAIN);
+    let up = !down || !(setup.down.0..setup.down.1).contains(&now);
     if up {
-        gate.succeed(key).await.expect("succeed");
+        match domain {
+            Some(name) => gate.succeed_in(key, name).await.expect("succeed"),
+            None => gate.succeed(key).await.expect("succeed"),
+        }
         return (setup.resync, Some((true, informed)));
     }
-    let wait = match gate.fail(key).await.expect("fail") {
+    let failed = match domain {
+        Some(name) => gate.fail_in(key, name).await,
+        None => gate.fail(key).await,
+    };
+    let wait = match failed.expect("fail") {
         Ok(level) => level.backoff,
         Err(InBackoff { remaining }) => remaining,
     };

@@ -1,0 +1,241 @@
+//! The outages a state keeps, and the one rule that composes them: the
+//! outage of everything, and one outage per domain a failure names
+//! ([`Domains`]), each a [`One`] (a watch in this process, or a fleet's
+//! state in a store). Written once for both: the in-process state and a
+//! fleet's differ only in where each outage lives.
+//!
+//! The rule: the outage of everything comes first (while it parks a key,
+//! no domain is asked); otherwise the domain the caller names, or the one
+//! the key last failed in, rules it. A failure is told to the outage of
+//! everything and, when it starts the key's ladder, to its domain's; a
+//! success to both.
+
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use keyed_backoff::{InBackoff, Level};
+
+use crate::domains::{DomainStatus, Domains};
+use crate::state::{Asked, Ruling};
+use crate::watch::Tally;
+
+/// One outage's state, with no domains: the outage of everything, or of
+/// one domain. Times are the state's own; a parked key's wait is from now.
+pub trait One: Send + Sync + Sized {
+    /// Whether every answer is ready at its first poll, and what
+    /// [`seen_active`](Self::seen_active) says is the state itself (it is
+    /// in this process).
+    const AT_ONCE: bool;
+
+    /// Whether an outage or its release is under way, as last seen,
+    /// asking nothing.
+    fn seen_active(&self) -> bool;
+
+    /// Whether an outage or its release is under way (a fleet's state
+    /// read again when the copy seen is old).
+    fn active(&self) -> impl Future<Output = bool> + Send;
+
+    /// The wait the key would be told if it asked to run, changing nothing.
+    fn peek<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        level: Option<Level>,
+    ) -> impl Future<Output = Option<Duration>> + Send;
+
+    /// What the key may do, `asked` by a caller about to run it or for a
+    /// failure; `level` is its own level now.
+    fn ruling<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        asked: Asked,
+        level: Option<Level>,
+    ) -> impl Future<Output = Ruling<Option<Level>>> + Send;
+
+    /// A failure the key's own backoff counted at `level` (fresh when it
+    /// started the ladder).
+    fn failed<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        level: Level,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// A success of the key.
+    fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q) -> impl Future<Output = ()> + Send;
+
+    /// The figures as last known.
+    fn tally(&self) -> Tally;
+
+    /// The state of the domain `name` beside this one, its keys' slots
+    /// drawn with `seed`, counted in `actives` while active where it can
+    /// say so at once; `None` where no domain can be kept (its failures
+    /// then count in the outage of everything alone).
+    fn domain(&self, name: &str, seed: u64, actives: &Arc<AtomicUsize>) -> Option<Self>;
+}
+
+/// The outage of everything and the domains', composed by one rule.
+pub struct Outages<S> {
+    everything: S,
+    domains: Domains<S>,
+}
+
+impl<S> Outages<S> {
+    /// The outage of everything.
+    pub(crate) fn everything(&self) -> &S {
+        &self.everything
+    }
+}
+
+impl<S: One> Outages<S> {
+    /// Over `everything`, tracking at most `max_domains` domains, their
+    /// seeds drawn from `seed`.
+    pub(crate) fn new(everything: S, max_domains: u32, seed: u64) -> Self {
+        Outages {
+            everything,
+            domains: Domains::new(max_domains, seed),
+        }
+    }
+
+    /// Whether an outage that may rule `key` is under way: the outage of
+    /// everything, or of the domain named (`domain`) or the key's.
+    #[inline]
+    pub(crate) async fn active<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        domain: Option<&str>,
+    ) -> bool {
+        if self.everything.active().await {
+            return true;
+        }
+        match self.domains.of(key, domain) {
+            Some(domain) => domain.one.active().await,
+            None => false,
+        }
+    }
+
+    /// The wait the key would be told if it asked to run: the longer of
+    /// the outage of everything's and its domain's.
+    pub(crate) async fn peek<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        level: Option<Level>,
+    ) -> Option<Duration> {
+        let mut everything = None;
+        if self.everything.active().await {
+            everything = self.everything.peek(key, level).await;
+        }
+        let mut own = None;
+        if let Some(domain) = self.domains.of(key, None)
+            && domain.one.active().await
+        {
+            own = domain.one.peek(key, level).await;
+        }
+        everything.max(own)
+    }
+
+    /// What the key may do: parked by the outage of everything, else
+    /// ruled by its domain's (the one named, in which a failing key is
+    /// remembered, parked or not; else the one it is remembered in). A
+    /// release of everything lets the key go unless its domain parks it.
+    pub(crate) async fn ruling<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        asked: Asked,
+        level: Option<Level>,
+        domain: Option<&str>,
+    ) -> Ruling<Option<Level>> {
+        let mut everything = Ruling::Free;
+        if self.everything.active().await {
+            everything = self.everything.ruling(key, asked, level).await;
+            if let Ruling::Parked { .. } = everything {
+                return everything;
+            }
+        }
+        let domain = match domain {
+            Some(name) => self
+                .domains
+                .named(name, &self.everything)
+                .inspect(|domain| {
+                    self.domains.remember(self.domains.hash(key), domain);
+                }),
+            None => self.domains.of(key, None),
+        };
+        let mut own = Ruling::Free;
+        if let Some(domain) = domain
+            && domain.one.active().await
+        {
+            own = domain.one.ruling(key, asked, level).await;
+        }
+        match (everything, own) {
+            (Ruling::Free, own) | (_, own @ Ruling::Parked { .. }) => own,
+            (everything, _) => everything,
+        }
+    }
+
+    /// A failure the key's own backoff was told: a counted one to the
+    /// outage of everything and, when it starts the key's ladder, to the
+    /// domain named, which remembers the key. Comes back as it went in.
+    #[inline]
+    pub(crate) async fn failed<Q: Hash + Sync + ?Sized>(
+        &self,
+        key: &Q,
+        outcome: Result<Level, InBackoff>,
+        domain: Option<&str>,
+    ) -> Result<Level, InBackoff> {
+        if let Ok(level) = outcome {
+            self.everything.failed(key, level).await;
+            // A domain hears of the failures that start its keys' ladders
+            // (and of their successes): a failure that goes on with a
+            // key's ladder counts in the outage of everything alone.
+            if let (1, Some(name)) = (level.attempts, domain) {
+                self.failed_in(key, level, name).await;
+            }
+        }
+        outcome
+    }
+
+    #[inline(never)]
+    async fn failed_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, level: Level, name: &str) {
+        let Some(domain) = self.domains.named(name, &self.everything) else {
+            return;
+        };
+        domain.one.failed(key, level).await;
+        self.domains.used(&domain);
+        self.domains.remember(self.domains.hash(key), &domain);
+    }
+
+    /// A success of the key: told to the outage of everything, and to the
+    /// domain named or the one the key is remembered in (which forgets it).
+    #[inline]
+    pub(crate) async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q, domain: Option<&str>) {
+        self.everything.succeeded(key).await;
+        if domain.is_some() || self.domains.any_remembered() {
+            self.succeeded_in(key, domain).await;
+        }
+    }
+
+    #[inline(never)]
+    async fn succeeded_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, name: Option<&str>) {
+        let hash = self.domains.hash(key);
+        let domain = match name {
+            Some(name) => self.domains.named(name, &self.everything),
+            None => self.domains.remembered(hash),
+        };
+        if let Some(domain) = domain {
+            domain.one.succeeded(key).await;
+        }
+        self.domains.forget(hash);
+    }
+
+    /// Every tracked domain's state, by name.
+    pub(crate) fn domains(&self) -> Vec<DomainStatus> {
+        self.domains.statuses()
+    }
+
+    /// The outage of everything's figures.
+    pub(crate) fn tally(&self) -> Tally {
+        self.everything.tally()
+    }
+}
