@@ -255,29 +255,26 @@ where
     const ANSWERS_AT_ONCE: bool = G::ANSWERS_AT_ONCE && <S::One as One>::AT_ONCE;
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.outages().active(key, None).await {
+        let outages = self.state.outages();
+        if outages.at_rest() || !outages.active(key, None).await {
             return self.inner.wait(key).await;
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => self.state.outages().peek(key, level).await,
+            Ok(level) => outages.peek(key, level).await,
         })
     }
 
     /// During an outage the key's own wait and level are read together
     /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
-        if !self.state.outages().active(key, None).await {
+        let outages = self.state.outages();
+        if outages.at_rest() || !outages.active(key, None).await {
             return self.inner.claim(key).await;
         }
         Ok(match self.own(key).await? {
             Err(own) => Some(own),
-            Ok(level) => match self
-                .state
-                .outages()
-                .ruling(key, Asked::Claim, level, None)
-                .await
-            {
+            Ok(level) => match outages.ruling(key, Asked::Claim, level, None).await {
                 Ruling::Parked { until: wait, .. } => Some(wait),
                 Ruling::Free | Ruling::Released { .. } => None,
             },
@@ -313,10 +310,11 @@ where
 
     async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
-        if own.is_some() || !self.state.outages().active(key, None).await {
+        let outages = self.state.outages();
+        if own.is_some() || outages.at_rest() || !outages.active(key, None).await {
             return Ok((level, own));
         }
-        Ok((level, self.state.outages().peek(key, level).await))
+        Ok((level, outages.peek(key, level).await))
     }
 
     async fn resume(&self, key: &K, level: Level) -> Result<(), G::Error> {
@@ -336,16 +334,12 @@ impl<G, S: OutageState> OutageAware<G, S> {
         K: Hash + Sync,
         G: Gate<K>,
     {
-        if self.state.outages().active(key, domain).await {
+        let outages = self.state.outages();
+        if !outages.at_rest() && outages.active(key, domain).await {
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
             let (level, own) = self.inner.standing(key).await?;
-            match self
-                .state
-                .outages()
-                .ruling(key, Asked::Failure, level, domain)
-                .await
-            {
+            match outages.ruling(key, Asked::Failure, level, domain).await {
                 Ruling::Parked {
                     until: wait,
                     counted,
@@ -357,7 +351,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
             }
         }
         let outcome = self.inner.fail(key).await?;
-        Ok(self.state.outages().failed(key, outcome, domain).await)
+        Ok(outages.failed(key, outcome, domain).await)
     }
 
     /// A success of `key`, in `domain` when the caller names one.

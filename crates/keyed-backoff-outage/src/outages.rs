@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::{Either, ready};
 use keyed_backoff::{InBackoff, Level};
 
 use crate::domains::{DomainStatus, Domains};
@@ -98,6 +100,14 @@ impl<S: One> Outages<S> {
         }
     }
 
+    /// Whether no outage can be under way, known at once without asking
+    /// (in process, with no outage of everything or of any domain under
+    /// way): then no key is asked about, and no future made to ask.
+    #[inline]
+    pub(crate) fn at_rest(&self) -> bool {
+        S::AT_ONCE && !self.everything.seen_active() && !self.domains.any_active()
+    }
+
     /// Whether an outage that may rule `key` is under way: the outage of
     /// everything, or of the domain named (`domain`) or the key's.
     #[inline]
@@ -177,27 +187,31 @@ impl<S: One> Outages<S> {
     /// A failure the key's own backoff was told: a counted one to the
     /// outage of everything and, when it starts the key's ladder, to the
     /// domain named, which remembers the key. Comes back as it went in.
+    /// Made without a future of its own but where a domain hears of it:
+    /// a failure that goes on with a key's ladder is only counted.
     #[inline]
-    pub(crate) async fn failed<Q: Hash + Sync + ?Sized>(
-        &self,
-        key: &Q,
+    pub(crate) fn failed<'a, Q: Hash + Sync + ?Sized>(
+        &'a self,
+        key: &'a Q,
         outcome: Result<Level, InBackoff>,
-        domain: Option<&str>,
-    ) -> Result<Level, InBackoff> {
-        if let Ok(level) = outcome {
-            self.everything.failed(key, level).await;
+        domain: Option<&'a str>,
+    ) -> impl Future<Output = Result<Level, InBackoff>> + Send + 'a {
+        match (outcome, domain) {
             // A domain hears of the failures that start its keys' ladders
             // (and of their successes): a failure that goes on with a
             // key's ladder counts in the outage of everything alone.
-            if let (1, Some(name)) = (level.attempts, domain) {
-                self.failed_in(key, level, name).await;
+            (Ok(level), Some(name)) if level.attempts == 1 => {
+                Either::Right(self.failed_in(key, level, name).map(move |()| outcome))
             }
+            (Ok(level), _) => Either::Left(Either::Left(
+                self.everything.failed(key, level).map(move |()| outcome),
+            )),
+            (Err(_), _) => Either::Left(Either::Right(ready(outcome))),
         }
-        outcome
     }
 
-    #[inline(never)]
     async fn failed_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, level: Level, name: &str) {
+        self.everything.failed(key, level).await;
         let Some(domain) = self.domains.named(name, &self.everything) else {
             return;
         };
@@ -209,15 +223,20 @@ impl<S: One> Outages<S> {
     /// A success of the key: told to the outage of everything, and to the
     /// domain named or the one the key is remembered in (which forgets it).
     #[inline]
-    pub(crate) async fn succeeded<Q: Hash + Sync + ?Sized>(&self, key: &Q, domain: Option<&str>) {
-        self.everything.succeeded(key).await;
+    pub(crate) fn succeeded<'a, Q: Hash + Sync + ?Sized>(
+        &'a self,
+        key: &'a Q,
+        domain: Option<&'a str>,
+    ) -> impl Future<Output = ()> + Send + 'a {
         if domain.is_some() || self.domains.any_remembered() {
-            self.succeeded_in(key, domain).await;
+            Either::Right(self.succeeded_in(key, domain))
+        } else {
+            Either::Left(self.everything.succeeded(key))
         }
     }
 
-    #[inline(never)]
     async fn succeeded_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, name: Option<&str>) {
+        self.everything.succeeded(key).await;
         let hash = self.domains.hash(key);
         let domain = match name {
             Some(name) => self.domains.named(name, &self.everything),
