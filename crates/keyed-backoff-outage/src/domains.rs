@@ -129,8 +129,13 @@ impl<S: One> Domains<S> {
         domain.used.store(self.next_use(), Ordering::Relaxed);
     }
 
+    /// The next number in the order of uses: a load and a store, not a
+    /// read-modify-write (two domains used at once may take the same
+    /// number, which only ties them for eviction).
     fn next_use(&self) -> u64 {
-        self.uses.fetch_add(1, Ordering::Relaxed)
+        let next = self.uses.load(Ordering::Relaxed).wrapping_add(1);
+        self.uses.store(next, Ordering::Relaxed);
+        next
     }
 
     #[inline(never)]
@@ -201,16 +206,17 @@ impl<S: One> Domains<S> {
         }
     }
 
-    /// Forgets the key with `hash` (it succeeded): a read first, as most
-    /// keys that succeed were never remembered.
+    /// Forgets the key with `hash` (it succeeded): the domain it was
+    /// remembered in, if any. A read first, as most keys that succeed were
+    /// never remembered.
     #[inline]
-    pub(crate) fn forget(&self, hash: u64) {
-        if self.any_remembered()
-            && self.keys.contains_key(&hash)
-            && self.keys.remove(&hash).is_some()
-        {
-            self.remembered.fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn forget(&self, hash: u64) -> Option<Arc<Named<S>>> {
+        if !self.any_remembered() || !self.keys.contains_key(&hash) {
+            return None;
         }
+        let (_, domain) = self.keys.remove(&hash)?;
+        self.remembered.fetch_sub(1, Ordering::Relaxed);
+        Some(domain)
     }
 
     /// Every tracked domain's state, by name.

@@ -237,15 +237,15 @@ impl<S: One> Outages<S> {
 
     async fn succeeded_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, name: Option<&str>) {
         self.everything.succeeded(key).await;
-        let hash = self.domains.hash(key);
-        let domain = match name {
-            Some(name) => self.domains.named(name, &self.everything),
-            None => self.domains.remembered(hash),
+        let remembered = self.domains.forget(self.domains.hash(key));
+        let domain = match (name, remembered) {
+            (Some(name), Some(domain)) if *domain.name == *name => Some(domain),
+            (Some(name), _) => self.domains.named(name, &self.everything),
+            (None, remembered) => remembered,
         };
         if let Some(domain) = domain {
             domain.one.succeeded(key).await;
         }
-        self.domains.forget(hash);
     }
 
     /// Every tracked domain's state, by name.
