@@ -180,10 +180,12 @@ impl<G, S: OutageState> OutageAware<G, S> {
     /// it (a region, a webhook, a host): [`Gate::fail_in`]. It is
     /// [`Gate::fail`], and it also feeds the domain's own outage: an
     /// outage of one dependency is seen when the keys that use it fail,
-    /// however many other keys go on succeeding. The key is remembered in
-    /// the domain until it succeeds, so that a caller asking to run it
-    /// ([`Gate::claim`]) waits on that domain's outage too;
-    /// [`Gate::succeed_in`] names a success's domain.
+    /// however many other keys go on succeeding. [`Gate::succeed_in`]
+    /// names a success's domain. The key is remembered in the domain it
+    /// was last named with (failing or succeeding) until a success names
+    /// none, so that a caller asking to run it ([`Gate::claim`]) waits on
+    /// that domain's outage too: a key whose successes name its domain
+    /// waits on the domain's outage before it fails in it.
     ///
     /// A key obeys the outage of everything first: while that parks it,
     /// its domain is not asked. Otherwise its domain's outage rules it as

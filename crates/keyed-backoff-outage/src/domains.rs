@@ -10,18 +10,20 @@
 //! ladder (a failure that goes on with one counts in the outage of
 //! everything alone, and costs nothing more than there), the successes
 //! named with it, and the successes of the keys remembered in it. A key is
-//! remembered in the domain it last failed in, by a hash, until it
-//! succeeds, so that a caller asking to run it (a claim, which names no
-//! domain) is answered by its domain's outage. In a fleet each replica
-//! remembers the keys that failed on it.
+//! remembered, by a hash, in the domain it was last named with (its
+//! fresh failure's, or its success's) until a success names no domain, so
+//! that a caller asking to run it (a claim, which names no domain) is
+//! answered by its domain's outage, even before it fails in that outage.
+//! In a fleet each replica remembers the keys named on it.
 //!
 //! Bounded: at most [`max_domains`](crate::OutageSettings::max_domains)
 //! domains are tracked; when a new one is named at the cap, the domain idle
 //! longest with no outage under way is forgotten (with the keys remembered
 //! in it), and if every tracked domain has an outage under way, the new
 //! one is not tracked (its failures count in the outage of everything
-//! alone). At most [`MAX_KEYS`] keys are remembered; past that, a failing
-//! key is not (its claims are answered by the outage of everything alone).
+//! alone). At most [`MAX_KEYS`] keys are remembered: at the cap every key
+//! is forgotten, and keys are learned again as they are named (until then
+//! a key's claims are answered by the outage of everything alone).
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
@@ -168,8 +170,8 @@ impl<S: One> Domains<S> {
         Some(domain)
     }
 
-    /// The domain `name` if tracked, else the domain `key` last failed in
-    /// if it is remembered: in this process only while any domain has an
+    /// The domain `name` if tracked, else the domain `key` was last named
+    /// with if it is remembered: in this process only while any domain has an
     /// outage under way (else no domain is asked about a key); a fleet's
     /// domains are asked, as another replica may have begun their outage.
     #[inline]
@@ -187,7 +189,8 @@ impl<S: One> Domains<S> {
         }
     }
 
-    /// The domain the key with `hash` last failed in, if it is remembered.
+    /// The domain the key with `hash` was last named with, if it is
+    /// remembered.
     #[inline]
     pub(crate) fn remembered(&self, hash: u64) -> Option<Arc<Named<S>>> {
         if !self.any_remembered() {
@@ -196,26 +199,38 @@ impl<S: One> Domains<S> {
         self.keys.get(&hash).map(|domain| Arc::clone(&domain))
     }
 
-    /// Remembers the key with `hash` in `domain` (below the cap).
+    /// Remembers the key with `hash` in `domain`. At the cap every key is
+    /// forgotten first, to be learned again as keys are named.
     pub(crate) fn remember(&self, hash: u64, domain: &Arc<Named<S>>) {
         if self.remembered.load(Ordering::Relaxed) >= MAX_KEYS {
-            return;
+            self.forget_all();
         }
         if self.keys.insert(hash, Arc::clone(domain)).is_none() {
             self.remembered.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Forgets the key with `hash` (it succeeded): the domain it was
-    /// remembered in, if any. A read first, as most keys that succeed were
-    /// never remembered.
+    #[inline(never)]
+    fn forget_all(&self) {
+        let _tracking = self.tracking.lock();
+        if self.remembered.load(Ordering::Relaxed) >= MAX_KEYS {
+            self.keys.clear();
+            self.remembered.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets the key with `hash` (it succeeded, naming no domain): the
+    /// domain it was remembered in, if any.
     #[inline]
     pub(crate) fn forget(&self, hash: u64) -> Option<Arc<Named<S>>> {
-        if !self.any_remembered() || !self.keys.contains_key(&hash) {
+        if !self.any_remembered() {
             return None;
         }
         let (_, domain) = self.keys.remove(&hash)?;
-        self.remembered.fetch_sub(1, Ordering::Relaxed);
+        // Never below zero, should a removal race the cap's clearing.
+        let _ = self
+            .remembered
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         Some(domain)
     }
 

@@ -6,7 +6,7 @@
 //!
 //! The rule: the outage of everything comes first (while it parks a key,
 //! no domain is asked); otherwise the domain the caller names, or the one
-//! the key last failed in, rules it. A failure is told to the outage of
+//! the key was last named with, rules it. A failure is told to the outage of
 //! everything and, when it starts the key's ladder, to its domain's; a
 //! success to both.
 
@@ -20,7 +20,7 @@ use futures_util::FutureExt;
 use futures_util::future::{Either, ready};
 use keyed_backoff::{InBackoff, Level};
 
-use crate::domains::{DomainStatus, Domains};
+use crate::domains::{DomainStatus, Domains, Named};
 use crate::state::{Asked, Ruling};
 use crate::watch::Tally;
 
@@ -164,12 +164,7 @@ impl<S: One> Outages<S> {
             }
         }
         let domain = match domain {
-            Some(name) => self
-                .domains
-                .named(name, &self.everything)
-                .inspect(|domain| {
-                    self.domains.remember(self.domains.hash(key), domain);
-                }),
+            Some(name) => self.named_for(self.domains.hash(key), name),
             None => self.domains.of(key, None),
         };
         let mut own = Ruling::Free;
@@ -212,16 +207,34 @@ impl<S: One> Outages<S> {
 
     async fn failed_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, level: Level, name: &str) {
         self.everything.failed(key, level).await;
-        let Some(domain) = self.domains.named(name, &self.everything) else {
+        let Some(domain) = self.named_for(self.domains.hash(key), name) else {
             return;
         };
         domain.one.failed(key, level).await;
         self.domains.used(&domain);
-        self.domains.remember(self.domains.hash(key), &domain);
+    }
+
+    /// The domain `name`, the key with `hash` remembered in it: found from
+    /// the key when it is remembered there already (mostly: a key is
+    /// mostly named with the same domain), else by name. A key named with
+    /// a domain that is not tracked is remembered in none.
+    fn named_for(&self, hash: u64, name: &str) -> Option<Arc<Named<S>>> {
+        if let Some(known) = self.domains.remembered(hash)
+            && *known.name == *name
+        {
+            return Some(known);
+        }
+        let named = self.domains.named(name, &self.everything);
+        match &named {
+            Some(domain) => self.domains.remember(hash, domain),
+            None => _ = self.domains.forget(hash),
+        }
+        named
     }
 
     /// A success of the key: told to the outage of everything, and to the
-    /// domain named or the one the key is remembered in (which forgets it).
+    /// domain named (which remembers the key) or, when none is, the one
+    /// the key is remembered in (which forgets it).
     #[inline]
     pub(crate) fn succeeded<'a, Q: Hash + Sync + ?Sized>(
         &'a self,
@@ -237,11 +250,10 @@ impl<S: One> Outages<S> {
 
     async fn succeeded_in<Q: Hash + Sync + ?Sized>(&self, key: &Q, name: Option<&str>) {
         self.everything.succeeded(key).await;
-        let remembered = self.domains.forget(self.domains.hash(key));
-        let domain = match (name, remembered) {
-            (Some(name), Some(domain)) if *domain.name == *name => Some(domain),
-            (Some(name), _) => self.domains.named(name, &self.everything),
-            (None, remembered) => remembered,
+        let hash = self.domains.hash(key);
+        let domain = match name {
+            Some(name) => self.named_for(hash, name),
+            None => self.domains.forget(hash),
         };
         if let Some(domain) = domain {
             domain.one.succeeded(key).await;

@@ -40,6 +40,10 @@ fn succeed(gate: &Aware, key: &str) {
     let Ok(()) = ready(gate.succeed(&key.to_string()));
 }
 
+fn succeed_in(gate: &Aware, key: &str, domain: &str) {
+    let Ok(()) = ready(gate.succeed_in(&key.to_string(), domain));
+}
+
 fn in_outage(gate: &Aware, domain: &str) -> bool {
     gate.domains()
         .iter()
@@ -293,4 +297,26 @@ fn a_key_that_succeeds_leaves_its_domain() {
         None,
         "a key that left eu is parked by its outage"
     );
+}
+
+#[test]
+fn a_key_whose_success_names_its_domain_waits_on_its_outage_before_failing_in_it() {
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new());
+    // `steady` has only ever succeeded, in eu; `moved` failed in eu, then
+    // succeeded in us.
+    succeed_in(&gate, "steady", "eu");
+    fail_in(&gate, "moved", "eu");
+    clock.advance(Duration::from_secs(2));
+    succeed_in(&gate, "moved", "us");
+    eu_goes_down(&gate, &clock);
+    assert!(in_outage(&gate, "eu"));
+    clock.advance(Duration::from_secs(1));
+    // Its first run in eu's outage waits on it: it never reaches the
+    // dependency to learn that it is down.
+    assert!(
+        claim(&gate, "steady").is_some(),
+        "a key named with eu on success runs into eu's outage"
+    );
+    assert_eq!(claim(&gate, "moved"), None, "a key now of us is not parked");
 }

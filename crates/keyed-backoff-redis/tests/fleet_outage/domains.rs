@@ -12,8 +12,8 @@ use keyed_backoff_testkit::redis_server::Server;
 
 use super::child::{self, UP_DOMAIN, domain_of};
 use super::{
-    Attempt, DOWN, Fleet, KEYS, SECOND, TICK, latest_first_success, most_per_second, most_per_step,
-    prefix, recovered, released, steps,
+    Attempt, DOWN, Fleet, KEYS, REFRESH, SECOND, TICK, latest_first_success, most_per_second,
+    most_per_step, prefix, recovered, released, steps,
 };
 
 const PROCESSES: usize = 3;
@@ -47,29 +47,19 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
         "began at {began}"
     );
     let down = |a: &Attempt| domain_of(a.key) != UP_DOMAIN;
-    // A claim names no domain: a key is known to the domain's outage from
-    // its first failure in it (until it succeeds). So each key's first
-    // failure after a success reaches the dependency, outage or not; the
-    // attempts of the keys the domain knows are bounded as in an outage of
-    // everything: at most `probes` a step across the fleet once each
-    // process knew of it.
-    let mut known = std::collections::HashSet::new();
-    let mut firsts = 0;
-    let mut during: Vec<&Attempt> = Vec::new();
-    for a in fleet.attempts.iter().filter(|a| down(a)) {
-        let first = !a.ok && known.insert((a.process, a.key));
-        if a.ok {
-            known.remove(&(a.process, a.key));
-        }
-        if a.at >= began && (a.at < DOWN.1 || a.informed) {
-            match first {
-                true => firsts += 1,
-                false => during.push(a),
-            }
-        }
-    }
-    let informed: Vec<&Attempt> = during.iter().copied().filter(|a| a.informed).collect();
-    let strays = during.len() - informed.len();
+    // The domain down's attempts during its outage, bounded as in an
+    // outage of everything: at most `probes` a step across the fleet once
+    // each process knew of it, and none long after it began before a
+    // process knew. Its keys were named with it when they succeeded, so
+    // their first run in its outage waits on it.
+    let during: Vec<&Attempt> = fleet
+        .attempts
+        .iter()
+        .filter(|a| down(a) && a.at >= began && (a.at < DOWN.1 || a.informed))
+        .collect();
+    let (informed, strays): (Vec<&Attempt>, Vec<&Attempt>) =
+        during.iter().partition(|a| a.informed);
+    let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
     let per_step = most_per_step(&informed, began, |_| 0);
     let per_second = most_per_second(released(&fleet.attempts, down));
     let keys = (0..PROCESSES).flat_map(|p| {
@@ -97,12 +87,14 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
         .unwrap_or(0);
     println!(
         "fleet, a domain down: its outage began {:.3} s after it went down; at most {per_step} of its \
-         attempts per ladder step across {PROCESSES} processes (probes {}) besides its keys' first \
-         failures ({firsts}), {strays} before a process learned of it; at most {per_second} of its keys let go in a second (release rate {}); its \
+         attempts per ladder step across {PROCESSES} processes (probes {}), {} before a process \
+         learned of it (the latest {:.3} s after it began); at most {per_second} of its keys let go in a second (release rate {}); its \
          latest first success {:.3} s after the return; the other domain's longest gap between runs \
          {:.3} s; {:.1} s of wall time",
         (began - DOWN.0) as f64 / 1e9,
         child::PROBES,
+        strays.len(),
+        late as f64 / 1e9,
         child::RELEASE_RATE,
         latest as f64 / 1e9,
         longest as f64 / 1e9,
@@ -112,6 +104,10 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
         per_step <= child::PROBES,
         "{per_step} attempts in a step: {:?}",
         steps(&informed, began)
+    );
+    assert!(
+        late <= REFRESH + TICK,
+        "an attempt {late} ns after the outage began"
     );
     recovered(per_second, latest);
     assert!(
