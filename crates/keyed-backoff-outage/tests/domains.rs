@@ -320,3 +320,25 @@ fn a_key_whose_success_names_its_domain_waits_on_its_outage_before_failing_in_it
     );
     assert_eq!(claim(&gate, "moved"), None, "a key now of us is not parked");
 }
+
+#[test]
+fn the_keys_remembered_are_bounded_and_learned_again_past_the_cap() {
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new());
+    // 2^20 keys named with eu on success fill the memory of keys...
+    for n in 0..1 << 20 {
+        succeed_in(&gate, &key("early", n), "eu");
+    }
+    // ...so that the keys of eu that then fail start it afresh.
+    eu_goes_down(&gate, &clock);
+    assert!(in_outage(&gate, "eu"));
+    clock.advance(Duration::from_secs(1));
+    let early = (0..100)
+        .filter(|&n| claim(&gate, &key("early", n)).is_some())
+        .count();
+    assert_eq!(early, 0, "keys named before the cap are forgotten");
+    let waiting = (0..30)
+        .filter(|&n| claim(&gate, &key("eu", n)).is_some())
+        .count();
+    assert!(waiting >= 27, "{waiting} of 30 eu keys wait on its outage");
+}
