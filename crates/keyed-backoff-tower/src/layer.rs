@@ -262,7 +262,9 @@ impl<K, F, Cl, Rp> KeyedBackoffLayer<K, F, Cl, Rp> {
     /// outage alone ([`Gate::fail_in`](keyed_backoff::Gate::fail_in)): its
     /// keys parked on their own ladder while every other key goes on. Both
     /// failures and successes name it, so a dependency whose keys mostly
-    /// succeed is never taken for one that is down. Keyed by host, the key
+    /// succeed is never taken for one that is down, and a key that has
+    /// succeeded waits on its dependency's outage from its first request
+    /// in it, without reaching the dependency to learn. Keyed by host, the key
     /// is its own domain: `.domain(|host: &String| Some(host.as_str()))`.
     /// A gate that keeps no domains ignores the name.
     ///

@@ -73,3 +73,65 @@ async fn a_region_that_goes_down_is_parked_alone_while_the_other_succeeds() {
     }
     assert!(parked >= 35, "{parked} of 40 eu tenants parked");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_that_succeeded_in_a_region_waits_on_its_outage_without_reaching_it() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let clock = Tokio::now();
+    let backoff = Backoff::<Req>::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .clock(clock)
+        .build()
+        .unwrap();
+    let gate =
+        Arc::new(OutageAware::with_clock(backoff, OutageSettings::default(), clock).unwrap());
+    // `eu` is up, then down; the calls that reach it for tenants 100 and
+    // up are counted.
+    let (up, reached) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let upstream = {
+        let (up, reached) = (Arc::clone(&up), Arc::clone(&reached));
+        BoxCloneService::new(tower::service_fn(move |(region, tenant): Req| {
+            let (up, reached) = (Arc::clone(&up), Arc::clone(&reached));
+            async move {
+                if tenant >= 100 {
+                    reached.fetch_add(1, Ordering::Relaxed);
+                }
+                match region == "eu" && !up.load(Ordering::Relaxed) {
+                    true => Err("eu is down"),
+                    false => Ok::<u16, &'static str>(200),
+                }
+            }
+        }))
+    };
+    let service = KeyedBackoffLayer::new(Arc::clone(&gate), |req: &Req| *req)
+        .domain(|(region, _): &Req| Some(region))
+        .max_retries(0)
+        .fail_fast()
+        .layer(upstream);
+    // Tenants 100 to 139 of `eu` succeed while it is up.
+    for tenant in 100..140 {
+        assert_eq!(service.clone().oneshot(("eu", tenant)).await.unwrap(), 200);
+    }
+    // It goes down: 40 other tenants fail in it, while `us` succeeds.
+    up.store(false, Ordering::Relaxed);
+    for tenant in 0..40 {
+        assert!(service.clone().oneshot(("eu", tenant)).await.is_err());
+        assert_eq!(service.clone().oneshot(("us", tenant)).await.unwrap(), 200);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gate.domains().iter().any(|d| d.name == "eu" && d.in_outage));
+    // The tenants that succeeded in `eu` are refused by its outage, but
+    // for a few probes, without a call to learn that it is down.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = reached.load(Ordering::Relaxed);
+    let mut parked = 0;
+    for tenant in 100..140 {
+        let eu = service.clone().oneshot(("eu", tenant)).await;
+        parked += usize::from(eu.as_ref().is_err_and(refused));
+    }
+    let calls = reached.load(Ordering::Relaxed) - before;
+    assert!(parked >= 35, "{parked} of 40 parked");
+    assert_eq!(calls, 40 - parked, "only the probes reached eu");
+}
