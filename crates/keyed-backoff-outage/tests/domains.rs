@@ -342,3 +342,41 @@ fn the_keys_remembered_are_bounded_and_learned_again_past_the_cap() {
         .count();
     assert!(waiting >= 27, "{waiting} of 30 eu keys wait on its outage");
 }
+
+#[test]
+fn a_domain_weighs_its_keys_fresh_failures_not_their_ladders() {
+    // Thirty keys of the webhook newly fail, six of its keys succeed: one
+    // outcome in six a success, no outage of it. Twenty of the thirty
+    // fail on and on meanwhile (their ladders going on): those failures
+    // count in the outage of everything alone (which sees other keys
+    // succeed), not against the webhook's successes.
+    let clock = MockClock::new();
+    let gate = aware(&clock, OutageSettings::new());
+    for n in 0..20 {
+        fail_in(&gate, &key("bad", n), "webhook");
+        for m in 0..5 {
+            succeed(&gate, &key("other", n * 5 + m));
+        }
+        if n % 5 == 0 {
+            succeed_in(&gate, &key("good", n), "webhook");
+        }
+    }
+    for wait in [1_100, 2_100, 4_100] {
+        clock.advance(wait * MS);
+        for n in 0..20 {
+            assert!(fail_in(&gate, &key("bad", n), "webhook"), "counted");
+        }
+    }
+    for n in 20..30 {
+        fail_in(&gate, &key("bad", n), "webhook");
+        if n % 5 == 0 {
+            succeed_in(&gate, &key("good", n), "webhook");
+        }
+    }
+    let webhook = gate.domains();
+    assert!(
+        webhook.iter().all(|d| d.outages == 0),
+        "no outage of the webhook: {webhook:?}"
+    );
+    assert!(!gate.in_outage());
+}
