@@ -68,7 +68,7 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
             .map(move |k| (p, k))
     });
     let latest = latest_first_success(&fleet.attempts, keys);
-    // The domain up's keys: never failed, never held back: each ran every
+    // The domain up's keys: never failed, never kept back: each ran every
     // resync (30 s, give or take the simulated time's step).
     let mut runs: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
     for a in fleet.attempts.iter().filter(|a| !down(a)) {
