@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::domains::DomainStatus;
 use crate::holder::{InProcess, OutageState};
-use crate::outages::One;
+use crate::one::One;
 use crate::parked::parked_failure;
 use crate::settings::OutageSettings;
 use crate::shared::Shared;

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use crate::outages::One;
+use crate::one::One;
 
 /// The most keys remembered in a domain at once, across all domains.
 pub(crate) const MAX_KEYS: usize = 1 << 20;

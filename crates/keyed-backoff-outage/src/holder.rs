@@ -18,7 +18,8 @@ use keyed_backoff::Level;
 use keyed_backoff::clock::{Clock, ClockInstant, StdClock};
 
 use crate::observe;
-use crate::outages::{One, Outages};
+use crate::one::One;
+use crate::outages::Outages;
 use crate::settings::OutageSettings;
 use crate::state::{Asked, Event, Ruling};
 use crate::watch::{Tally, Watch};
@@ -34,7 +35,8 @@ pub trait OutageState: Send + Sync + sealed::Questions {}
 impl<T: Send + Sync + sealed::Questions> OutageState for T {}
 
 pub(crate) mod sealed {
-    use crate::outages::{One, Outages};
+    use crate::one::One;
+    use crate::outages::Outages;
 
     /// What the wrapper asks of the outage's state: the questions of its
     /// [`Outages`], the outage of everything and each domain's, each a

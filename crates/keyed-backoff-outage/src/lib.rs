@@ -70,6 +70,7 @@ mod holder;
 mod ladder;
 mod nanos;
 mod observe;
+mod one;
 mod outages;
 mod parked;
 mod release;

@@ -10,7 +10,9 @@
 //!   within 15 s of the dependency's return, the foreign value still
 //!   there.
 //! - Outside an outage, each key's own backoff answers as without the
-//!   fleet: `claim` and `fail` give the key's waits and levels.
+//!   fleet: `claim` and `fail` give the key's waits and levels, also with
+//!   the foreign value at the state key of a domain the keys name
+//!   (`{prefix:outage}:domain:{name}:state`).
 //!
 //! `cargo test -p keyed-backoff-redis --test fleet_foreign_state -- --nocapture`
 
@@ -20,7 +22,7 @@ use std::time::Duration;
 use common::{prefix, runtime};
 use keyed_backoff::clock::{MockClock, MockInstant};
 use keyed_backoff::{Gate, InBackoff};
-use keyed_backoff_outage::OutageSettings;
+use keyed_backoff_outage::{OutageSettings, OutageStore};
 use keyed_backoff_redis::redis::Value;
 use keyed_backoff_redis::redis::aio::ConnectionManager;
 use keyed_backoff_redis::{RedisBackoff, RedisOutageAware, StoreError};
@@ -341,67 +343,96 @@ fn failed(answer: Result<Result<keyed_backoff::Level, InBackoff>, StoreError>) -
     format!("fail {answer:?}")
 }
 
-/// Outside an outage, with a foreign value at the state key, five keys on
-/// one replica: each claim and failure answers as the key's own backoff
-/// does (1 s, then 2 s), also once the replica's copy of the phase is
-/// older than its refresh.
+/// Five keys on one replica outside an outage, a foreign value at the
+/// state key of the outage their failures and successes are told to (of
+/// everything, or of the domain `domain` they name): each claim and
+/// failure, the key's own backoff's; and whether the value stayed.
+fn answers(server: &Server, foreign: Foreign, domain: Option<&str>) -> (Vec<String>, bool) {
+    let s = Duration::from_secs;
+    runtime().block_on(async {
+        let clock = MockClock::new();
+        let gate = replica(&server.url, &prefix("fleet-foreign-normal"), &clock).await;
+        let store = gate.state().store();
+        let state = match domain {
+            Some(name) => store.domain(name).expect("a domain").redis_keys()[0].to_string(),
+            None => store.redis_keys()[0].to_string(),
+        };
+        foreign.write(server, &state);
+        let mut got = Vec::new();
+        for k in 0..5 {
+            let key = format!("key{k}");
+            let fail = || async {
+                match domain {
+                    Some(name) => failed(gate.fail_in(&key, name).await),
+                    None => failed(gate.fail(&key).await),
+                }
+            };
+            got.push(claimed(gate.claim(&key).await));
+            got.push(fail().await);
+            got.push(claimed(gate.claim(&key).await));
+            clock.advance(s(1));
+            got.push(claimed(gate.claim(&key).await));
+            got.push(fail().await);
+            clock.advance(s(2));
+            got.push(claimed(gate.claim(&key).await));
+            let told = match domain {
+                Some(name) => gate.succeed_in(&key, name).await,
+                None => gate.succeed(&key).await,
+            };
+            got.push(format!("succeed {:?}", told.map_err(|e| kind(&e))));
+            got.push(claimed(gate.claim(&key).await));
+        }
+        (got, foreign.stayed(server, &state))
+    })
+}
+
+/// Outside an outage, with a foreign value at the state key of the outage
+/// of everything or of a domain the keys name, five keys on one replica:
+/// each claim and failure answers as the key's own backoff does (1 s, then
+/// 2 s), also once the replica's copy of the phase is older than its
+/// refresh.
 #[test]
 fn a_foreign_value_outside_an_outage_leaves_each_keys_own_backoff() {
     let server = common::shared();
     let s = Duration::from_secs;
+    let one_key = [
+        claimed(Ok(None)),
+        failed(Ok(Ok(keyed_backoff::Level {
+            backoff: s(1),
+            attempts: 1,
+        }))),
+        claimed(Ok(Some(s(1)))),
+        claimed(Ok(None)),
+        failed(Ok(Ok(keyed_backoff::Level {
+            backoff: s(2),
+            attempts: 2,
+        }))),
+        claimed(Ok(None)),
+        "succeed Ok(())".to_string(),
+        claimed(Ok(None)),
+    ];
+    let want: Vec<String> = (0..5).flat_map(|_| one_key.clone()).collect();
     let mut checks = Vec::new();
-    for foreign in [Foreign::Junk, Foreign::List] {
-        let (got, stayed) = runtime().block_on(async {
-            let clock = MockClock::new();
-            let gate = replica(&server.url, &prefix("fleet-foreign-normal"), &clock).await;
-            let state = gate.state().store().redis_keys()[0].to_string();
-            foreign.write(server, &state);
-            let mut got = Vec::new();
-            for k in 0..5 {
-                let key = format!("key{k}");
-                got.push(claimed(gate.claim(&key).await));
-                got.push(failed(gate.fail(&key).await));
-                got.push(claimed(gate.claim(&key).await));
-                clock.advance(s(1));
-                got.push(claimed(gate.claim(&key).await));
-                got.push(failed(gate.fail(&key).await));
-                clock.advance(s(2));
-                got.push(claimed(gate.claim(&key).await));
-                let told = gate.succeed(&key).await.map_err(|e| kind(&e));
-                got.push(format!("succeed {told:?}"));
-                got.push(claimed(gate.claim(&key).await));
-            }
-            (got, foreign.stayed(server, &state))
-        });
-        let one_key = [
-            claimed(Ok(None)),
-            failed(Ok(Ok(keyed_backoff::Level {
-                backoff: s(1),
-                attempts: 1,
-            }))),
-            claimed(Ok(Some(s(1)))),
-            claimed(Ok(None)),
-            failed(Ok(Ok(keyed_backoff::Level {
-                backoff: s(2),
-                attempts: 2,
-            }))),
-            claimed(Ok(None)),
-            "succeed Ok(())".to_string(),
-            claimed(Ok(None)),
-        ];
-        let want: Vec<String> = (0..5).flat_map(|_| one_key.clone()).collect();
-        let wrong = got.iter().zip(&want).filter(|(g, w)| g != w).count();
-        let errors = got.iter().filter(|g| g.contains("Err(\"")).count();
-        println!(
-            "{foreign:?} at the state key outside an outage: {wrong} of {} answers not the key's own \
-             backoff's, {errors} of them errors; the first key's: {:?}",
-            got.len(),
-            &got[..one_key.len()],
-        );
-        checks.push((foreign, stayed, got, want));
+    for domain in [None, Some("db")] {
+        for foreign in [Foreign::Junk, Foreign::List] {
+            let (got, stayed) = answers(server, foreign, domain);
+            let wrong = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+            let errors = got.iter().filter(|g| g.contains("Err(\"")).count();
+            println!(
+                "{foreign:?} at the state key of the outage of {} outside an outage: {wrong} of {} \
+                 answers not the key's own backoff's, {errors} of them errors; the first key's: {:?}",
+                domain.unwrap_or("everything"),
+                got.len(),
+                &got[..one_key.len()],
+            );
+            checks.push((foreign, domain, stayed, got));
+        }
     }
-    for (foreign, stayed, got, want) in checks {
-        assert!(stayed, "{foreign:?}: the foreign value changed");
-        assert_eq!(got, want, "{foreign:?}");
+    for (foreign, domain, stayed, got) in checks {
+        assert!(
+            stayed,
+            "{foreign:?} at {domain:?}: the foreign value changed"
+        );
+        assert_eq!(got, want, "{foreign:?} at {domain:?}");
     }
 }
