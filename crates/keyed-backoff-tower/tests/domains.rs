@@ -9,7 +9,7 @@ use std::time::Duration;
 mod common;
 
 use common::Tokio;
-use keyed_backoff_outage::{OutageAware, OutageSettings};
+use keyed_backoff_outage::{InProcess, OutageAware, OutageSettings};
 use keyed_backoff_tower::{Backoff, BoxError, InBackoff, KeyedBackoffLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
@@ -28,19 +28,23 @@ fn upstream() -> BoxCloneService<Req, u16, &'static str> {
     }))
 }
 
+/// The outage wrapper over a backoff of 1 s to 60 s, on tokio's clock.
+fn gate() -> Arc<OutageAware<Backoff<Req, Tokio>, InProcess<Tokio>>> {
+    let clock = Tokio::now();
+    let backoff = Backoff::<Req>::builder(Duration::from_secs(1), Duration::from_secs(60))
+        .clock(clock)
+        .build()
+        .unwrap();
+    Arc::new(OutageAware::with_clock(backoff, OutageSettings::default(), clock).unwrap())
+}
+
 fn refused(error: &BoxError) -> bool {
     error.downcast_ref::<InBackoff>().is_some()
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_region_that_goes_down_is_parked_alone_while_the_other_succeeds() {
-    let clock = Tokio::now();
-    let backoff = Backoff::<Req>::builder(Duration::from_secs(1), Duration::from_secs(60))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let gate =
-        Arc::new(OutageAware::with_clock(backoff, OutageSettings::default(), clock).unwrap());
+    let gate = gate();
     let service = KeyedBackoffLayer::new(Arc::clone(&gate), |req: &Req| *req)
         .domain(|(region, _): &Req| Some(region))
         .max_retries(0)
@@ -77,13 +81,7 @@ async fn a_region_that_goes_down_is_parked_alone_while_the_other_succeeds() {
 #[tokio::test(start_paused = true)]
 async fn a_tenant_that_succeeded_in_a_region_waits_on_its_outage_without_reaching_it() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let clock = Tokio::now();
-    let backoff = Backoff::<Req>::builder(Duration::from_secs(1), Duration::from_secs(60))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let gate =
-        Arc::new(OutageAware::with_clock(backoff, OutageSettings::default(), clock).unwrap());
+    let gate = gate();
     // `eu` is up, then down; the calls that reach it for tenants 100 and
     // up are counted.
     let (up, reached) = (
