@@ -258,7 +258,7 @@ where
 
     async fn wait(&self, key: &K) -> Result<Option<Duration>, G::Error> {
         let outages = self.state.outages();
-        if outages.at_rest() || !outages.active(key, None).await {
+        if !outages.active(key, None).await {
             return self.inner.wait(key).await;
         }
         Ok(match self.own(key).await? {
@@ -271,7 +271,7 @@ where
     /// ([`Gate::standing`]): the claim of a gate whose claim is its wait.
     async fn claim(&self, key: &K) -> Result<Option<Duration>, G::Error> {
         let outages = self.state.outages();
-        if outages.at_rest() || !outages.active(key, None).await {
+        if !outages.active(key, None).await {
             return self.inner.claim(key).await;
         }
         Ok(match self.own(key).await? {
@@ -313,7 +313,7 @@ where
     async fn standing(&self, key: &K) -> Result<(Option<Level>, Option<Duration>), G::Error> {
         let (level, own) = self.inner.standing(key).await?;
         let outages = self.state.outages();
-        if own.is_some() || outages.at_rest() || !outages.active(key, None).await {
+        if own.is_some() || !outages.active(key, None).await {
             return Ok((level, own));
         }
         Ok((level, outages.peek(key, level).await))
@@ -337,7 +337,7 @@ impl<G, S: OutageState> OutageAware<G, S> {
         G: Gate<K>,
     {
         let outages = self.state.outages();
-        if !outages.at_rest() && outages.active(key, domain).await {
+        if outages.active(key, domain).await {
             // The key's own wait (its backoff or its floor) is asked of the
             // backoff under the wrapper, the one place that decides it.
             let (level, own) = self.inner.standing(key).await?;

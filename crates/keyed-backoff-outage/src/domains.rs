@@ -185,7 +185,9 @@ impl<S: One> Domains<S> {
         }
         match name {
             Some(name) => self.named.get(name).map(|domain| Arc::clone(&domain)),
-            None => self.remembered(self.hash(key)),
+            // Hashed only when a key is remembered at all.
+            None if self.any_remembered() => self.remembered(self.hash(key)),
+            None => None,
         }
     }
 

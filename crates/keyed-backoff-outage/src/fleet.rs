@@ -218,6 +218,11 @@ impl Batch {
 }
 
 impl Rules {
+    /// The settings they were made with.
+    pub(crate) fn settings(&self) -> OutageSettings {
+        self.settings
+    }
+
     /// The rules for validated `settings`, hashing keys with `seed`.
     pub(crate) fn new(settings: OutageSettings, seed: u64) -> Self {
         Rules {

@@ -63,7 +63,6 @@ impl<C: Clock> InProcess<C> {
         let everything = Local {
             watch: Watch::new(settings, seed),
             line: Arc::new(Line::new(clock)),
-            settings,
             name: None,
         };
         InProcess {
@@ -106,7 +105,6 @@ impl<C: Clock> Line<C> {
 pub struct Local<C: Clock> {
     watch: Watch<Option<Level>>,
     line: Arc<Line<C>>,
-    settings: OutageSettings,
     name: Option<Box<str>>,
 }
 
@@ -177,9 +175,8 @@ impl<C: Clock> One for Local<C> {
 
     fn domain(&self, name: &str, seed: u64, actives: &Arc<AtomicUsize>) -> Option<Self> {
         Some(Local {
-            watch: Watch::counted(self.settings, seed, Some(Arc::clone(actives))),
+            watch: Watch::counted(self.watch.settings(), seed, Some(Arc::clone(actives))),
             line: Arc::clone(&self.line),
-            settings: self.settings,
             name: Some(name.into()),
         })
     }

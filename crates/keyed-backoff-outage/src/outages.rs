@@ -47,22 +47,24 @@ impl<S: One> Outages<S> {
         }
     }
 
-    /// Whether no outage can be under way, known at once without asking
-    /// (in process, with no outage of everything or of any domain under
-    /// way): then no key is asked about, and no future made to ask.
+    /// Whether an outage that may rule `key` is under way: the outage of
+    /// everything, or of the domain named (`domain`) or the key's. In
+    /// process with no outage of everything or of any domain under way,
+    /// answered at once without asking about the key.
     #[inline]
-    pub(crate) fn at_rest(&self) -> bool {
-        S::AT_ONCE && !self.everything.seen_active() && !self.domains.any_active()
+    pub(crate) fn active<'a, Q: Hash + Sync + ?Sized>(
+        &'a self,
+        key: &'a Q,
+        domain: Option<&'a str>,
+    ) -> impl Future<Output = bool> + Send + 'a {
+        let at_rest = S::AT_ONCE && !self.everything.seen_active() && !self.domains.any_active();
+        match at_rest {
+            true => Either::Left(ready(false)),
+            false => Either::Right(self.asked_active(key, domain)),
+        }
     }
 
-    /// Whether an outage that may rule `key` is under way: the outage of
-    /// everything, or of the domain named (`domain`) or the key's.
-    #[inline]
-    pub(crate) async fn active<Q: Hash + Sync + ?Sized>(
-        &self,
-        key: &Q,
-        domain: Option<&str>,
-    ) -> bool {
+    async fn asked_active<Q: Hash + Sync + ?Sized>(&self, key: &Q, domain: Option<&str>) -> bool {
         if self.everything.active().await {
             return true;
         }

@@ -215,6 +215,11 @@ impl<L: Copy> Watch<L> {
         }
     }
 
+    /// The settings it was made with.
+    pub(crate) fn settings(&self) -> OutageSettings {
+        self.settings
+    }
+
     /// Whether an outage or a release is under way (a relaxed read: a
     /// caller that races a change sees it at its next call).
     #[inline]

@@ -44,6 +44,13 @@ fn succeed_in(gate: &Aware, key: &str, domain: &str) {
     let Ok(()) = ready(gate.succeed_in(&key.to_string(), domain));
 }
 
+/// How many of eu's 30 keys a claim finds waiting.
+fn eu_waiting(gate: &Aware) -> usize {
+    (0..30)
+        .filter(|&n| claim(gate, &key("eu", n)).is_some())
+        .count()
+}
+
 fn in_outage(gate: &Aware, domain: &str) -> bool {
     gate.domains()
         .iter()
@@ -77,9 +84,7 @@ fn a_dependency_some_keys_use_is_seen_down_while_the_others_succeed() {
     assert_eq!(gate.outages(), 0);
     // The keys of the region wait on its ladder, the others never.
     clock.advance(Duration::from_secs(1));
-    let waiting = (0..30)
-        .filter(|&n| claim(&gate, &key("eu", n)).is_some())
-        .count();
+    let waiting = eu_waiting(&gate);
     assert!(waiting >= 27, "at most the probes go: {waiting} of 30 wait");
     for m in 0..70 {
         assert_eq!(claim(&gate, &key("other", m)), None, "other-{m} is parked");
@@ -169,7 +174,7 @@ fn a_domain_whose_successes_are_named_is_not_taken_for_one_down() {
     for n in 0..30 {
         fail_in(&gate, &key("bad", n), "webhook");
         for m in 0..3 {
-            let Ok(()) = ready(gate.succeed_in(&key("good", (n * 3 + m) % 70), "webhook"));
+            succeed_in(&gate, &key("good", (n * 3 + m) % 70), "webhook");
         }
         clock.advance(10 * MS);
     }
@@ -272,9 +277,7 @@ fn at_the_cap_the_domain_idle_longest_goes_and_the_others_keep_their_keys() {
     let names: Vec<String> = gate.domains().into_iter().map(|d| d.name).collect();
     assert_eq!(names, ["eu", "next", "old"]);
     // The keys remembered in the domains kept are still theirs.
-    let waiting = (0..30)
-        .filter(|&n| claim(&gate, &key("eu", n)).is_some())
-        .count();
+    let waiting = eu_waiting(&gate);
     assert!(
         waiting >= 27,
         "{waiting} of 30 eu keys still wait on its outage"
@@ -337,9 +340,7 @@ fn the_keys_remembered_are_bounded_and_learned_again_past_the_cap() {
         .filter(|&n| claim(&gate, &key("early", n)).is_some())
         .count();
     assert_eq!(early, 0, "keys named before the cap are forgotten");
-    let waiting = (0..30)
-        .filter(|&n| claim(&gate, &key("eu", n)).is_some())
-        .count();
+    let waiting = eu_waiting(&gate);
     assert!(waiting >= 27, "{waiting} of 30 eu keys wait on its outage");
 }
 

@@ -282,6 +282,59 @@ fn most_per_second(times: Vec<u64>) -> usize {
     outage::most_within(times, SECOND)
 }
 
+/// The attempts of the keys `of` picks during the outage that began at
+/// `began`: until the dependency's return, and after it the probes that
+/// end the outage.
+struct During<'a> {
+    all: Vec<&'a Attempt>,
+    /// Those made once their process knew of the outage.
+    informed: Vec<&'a Attempt>,
+    /// How many were made before their process knew of it.
+    strays: usize,
+    /// The most of `informed` in one step of the ladder, across the fleet.
+    per_step: usize,
+    /// The latest of the strays, after the outage began (ns).
+    late: u64,
+}
+
+impl<'a> During<'a> {
+    fn of(attempts: &'a [Attempt], began: u64, of: impl Fn(&Attempt) -> bool) -> Self {
+        let all: Vec<&Attempt> = attempts
+            .iter()
+            .filter(|a| of(a) && a.at >= began && (a.at < DOWN.1 || a.informed))
+            .collect();
+        let (informed, strays): (Vec<&Attempt>, Vec<&Attempt>) =
+            all.iter().partition(|a| a.informed);
+        let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
+        let per_step = most_per_step(&informed, began, |_| 0);
+        During {
+            strays: strays.len(),
+            all,
+            informed,
+            per_step,
+            late,
+        }
+    }
+
+    /// The outage's bounds: at most `probes` attempts in a step of the
+    /// ladder across the fleet once each process knew of it, and none
+    /// made later than the phase's refresh after it began by a process
+    /// that did not know.
+    fn bounded(&self, began: u64) {
+        assert!(
+            self.per_step <= child::PROBES,
+            "{} attempts in a step: {:?}",
+            self.per_step,
+            steps(&self.informed, began)
+        );
+        assert!(
+            self.late <= REFRESH + TICK,
+            "an attempt {} ns after the outage began",
+            self.late
+        );
+    }
+}
+
 /// The recovery's bounds: at most `release_rate` keys let go in any second
 /// (`per_second`, the most seen), and every key's first success within
 /// 15 s of the dependency's return (`latest`, the latest seen).
@@ -353,19 +406,9 @@ fn the_fleet_shares_one_outage() {
         (DOWN.0..DOWN.0 + 30 * SECOND).contains(&began),
         "began at {began}"
     );
-    // The attempts during the outage: until the dependency's return, and
-    // after it the probes that end the outage.
-    let during: Vec<&Attempt> = fleet
-        .attempts
-        .iter()
-        .filter(|a| a.at >= began && (a.at < DOWN.1 || a.informed))
-        .collect();
-    let (informed, strays): (Vec<&Attempt>, Vec<&Attempt>) =
-        during.iter().partition(|a| a.informed);
-    let probes = child::PROBES;
-    let per_step = most_per_step(&informed, began, |_| 0);
-    let with_strays = most_per_step(&during, began, |_| 0);
-    let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
+    let during = During::of(&fleet.attempts, began, |_| true);
+    let (probes, per_step, late) = (child::PROBES, during.per_step, during.late);
+    let with_strays = most_per_step(&during.all, began, |_| 0);
     let per_second = most_per_second(released(&fleet.attempts, |_| true));
     let keys = (0..PROCESSES).flat_map(|p| (0..KEYS).map(move |k| (p, k)));
     let latest = latest_first_success(&fleet.attempts, keys);
@@ -375,21 +418,13 @@ fn the_fleet_shares_one_outage() {
          (the latest {:.3} s after it began; {with_strays} in a step counting them); at most {per_second} keys let go in a second of the \
          recovery (release rate {}); the latest first success {:.3} s after the return; {:.1} s of wall time",
         (began - DOWN.0) as f64 / 1e9,
-        strays.len(),
+        during.strays,
         late as f64 / 1e9,
         child::RELEASE_RATE,
         latest as f64 / 1e9,
         started.elapsed().as_secs_f64(),
     );
-    assert!(
-        per_step <= probes,
-        "{per_step} attempts in a step: {:?}",
-        steps(&informed, began)
-    );
-    assert!(
-        late <= REFRESH + TICK,
-        "an attempt {late} ns after the outage began"
-    );
+    during.bounded(began);
     recovered(per_second, latest);
 }
 

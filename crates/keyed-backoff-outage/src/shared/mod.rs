@@ -84,9 +84,9 @@ const ALONE_FOR: Duration = Duration::from_secs(1);
 ///   shared the same way through the store's
 ///   [`domain`](OutageStore::domain) (a store that keeps none counts a
 ///   domain's failures in the outage of everything alone). A replica
-///   remembers the domain of the keys that failed in it; a key claimed by
-///   another replica than the one that saw it fail is ruled by the outage
-///   of everything alone until it fails there.
+///   remembers the domain of the keys named on it; a key claimed on
+///   another replica than the one that named it is ruled by the outage
+///   of everything alone until it is named there.
 pub struct Shared<T, C: Clock = StdClock> {
     outages: Outages<Fleet<T, C>>,
 }
@@ -96,7 +96,6 @@ pub struct Shared<T, C: Clock = StdClock> {
 pub struct Fleet<T, C: Clock> {
     store: T,
     rules: Rules,
-    settings: OutageSettings,
     name: Option<Box<str>>,
     line: Arc<Line<C>>,
     seen: Mutex<Seen>,
@@ -193,7 +192,6 @@ impl<T: OutageStore, C: Clock> Fleet<T, C> {
             detector: Mutex::new(rules.detector()),
             rules,
             store,
-            settings,
             name,
             line,
             seen: Mutex::new(Seen {
@@ -516,7 +514,7 @@ impl<T: OutageStore, C: Clock> One for Fleet<T, C> {
     fn domain(&self, name: &str, seed: u64, _: &Arc<AtomicUsize>) -> Option<Self> {
         let store = self.store.domain(name)?;
         let line = Arc::clone(&self.line);
-        let settings = self.settings;
+        let settings = self.rules.settings();
         Some(Fleet::new(store, settings, seed, line, Some(name.into())))
     }
 }

@@ -133,7 +133,7 @@ where
         RedisOutageStore {
             transport: self.transport.clone(),
             time: self.time.clone(),
-            keys: [format!("{tag}:state"), format!("{tag}:parked")],
+            keys: keys(&tag),
             tag,
             seed: fnv1a(self.prefix.as_bytes()),
         }
@@ -249,15 +249,11 @@ where
     /// `{prefix:outage}:domain:{name}:parked`, under the same hash tag as
     /// the outage of everything (one Redis Cluster slot).
     fn domain(&self, name: &str) -> Option<Self> {
-        let tag = &self.tag;
         Some(RedisOutageStore {
             transport: self.transport.clone(),
             time: self.time.clone(),
-            keys: [
-                format!("{tag}:domain:{name}:state"),
-                format!("{tag}:domain:{name}:parked"),
-            ],
-            tag: tag.clone(),
+            keys: keys(&format!("{}:domain:{name}", self.tag)),
+            tag: self.tag.clone(),
             seed: self.seed,
         })
     }
@@ -273,6 +269,12 @@ impl<C> fmt::Debug for RedisOutageStore<C> {
             .field("keys", &self.keys)
             .finish_non_exhaustive()
     }
+}
+
+/// The Redis keys of an outage's state and of its parked keys, under
+/// `base`.
+fn keys(base: &str) -> [String; 2] {
+    [format!("{base}:state"), format!("{base}:parked")]
 }
 
 /// The field of the key with `hash` in the parked keys' hash.

@@ -12,8 +12,8 @@ use keyed_backoff_testkit::redis_server::Server;
 
 use super::child::{self, UP_DOMAIN, domain_of};
 use super::{
-    Attempt, DOWN, Fleet, KEYS, REFRESH, SECOND, TICK, latest_first_success, most_per_second,
-    most_per_step, prefix, recovered, released, steps,
+    Attempt, DOWN, During, Fleet, KEYS, SECOND, TICK, latest_first_success, most_per_second,
+    prefix, recovered, released,
 };
 
 const PROCESSES: usize = 3;
@@ -52,15 +52,7 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
     // each process knew of it, and none long after it began before a
     // process knew. Its keys were named with it when they succeeded, so
     // their first run in its outage waits on it.
-    let during: Vec<&Attempt> = fleet
-        .attempts
-        .iter()
-        .filter(|a| down(a) && a.at >= began && (a.at < DOWN.1 || a.informed))
-        .collect();
-    let (informed, strays): (Vec<&Attempt>, Vec<&Attempt>) =
-        during.iter().partition(|a| a.informed);
-    let late = strays.iter().map(|a| a.at - began).max().unwrap_or(0);
-    let per_step = most_per_step(&informed, began, |_| 0);
+    let during = During::of(&fleet.attempts, began, down);
     let per_second = most_per_second(released(&fleet.attempts, down));
     let keys = (0..PROCESSES).flat_map(|p| {
         (0..KEYS)
@@ -86,29 +78,22 @@ pub fn a_domain_down_is_one_outage_of_it_for_the_fleet() {
         .max()
         .unwrap_or(0);
     println!(
-        "fleet, a domain down: its outage began {:.3} s after it went down; at most {per_step} of its \
+        "fleet, a domain down: its outage began {:.3} s after it went down; at most {} of its \
          attempts per ladder step across {PROCESSES} processes (probes {}), {} before a process \
          learned of it (the latest {:.3} s after it began); at most {per_second} of its keys let go in a second (release rate {}); its \
          latest first success {:.3} s after the return; the other domain's longest gap between runs \
          {:.3} s; {:.1} s of wall time",
         (began - DOWN.0) as f64 / 1e9,
+        during.per_step,
         child::PROBES,
-        strays.len(),
-        late as f64 / 1e9,
+        during.strays,
+        during.late as f64 / 1e9,
         child::RELEASE_RATE,
         latest as f64 / 1e9,
         longest as f64 / 1e9,
         started.elapsed().as_secs_f64(),
     );
-    assert!(
-        per_step <= child::PROBES,
-        "{per_step} attempts in a step: {:?}",
-        steps(&informed, began)
-    );
-    assert!(
-        late <= REFRESH + TICK,
-        "an attempt {late} ns after the outage began"
-    );
+    during.bounded(began);
     recovered(per_second, latest);
     assert!(
         longest <= Duration::from_secs(30).as_nanos() as u64 + TICK,
